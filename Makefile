@@ -1,0 +1,30 @@
+# The two commands: `make demo` and `make test`. Each creates .venv when missing.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.ctxlab-installed
+
+.PHONY: demo test install clean-venv
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade "pip>=24"
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+# Main job on the bundled default data set.
+demo: $(STAMP)
+	$(VENV)/bin/ctxlab info datasets/coding_session.jsonl
+	@echo
+	$(VENV)/bin/ctxlab info datasets/
+
+# Every test: unit, golden (real logs in ../shared/realdata, skipped when absent),
+# doctests, and the notebooks under nbval.
+test: $(STAMP)
+	$(PY) -m pytest tests ctxlab notebooks --doctest-modules --nbval \
+	    --nbval-sanitize-with notebooks/sanitize.cfg -p no:cacheprovider
+
+clean-venv:
+	rm -rf $(VENV)

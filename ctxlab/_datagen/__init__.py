@@ -1,0 +1,2 @@
+"""Internals of `ctxlab.datasets`: text pools (`text`), the session machinery
+(`script`), the turn scripts (`scenarios`) and the Claude Code record writer (`render`)."""

@@ -1,0 +1,228 @@
+"""`SessionBuilder`: the one way loaders turn records into parts, calls and events.
+
+A loader opens a message, adds its parts, declares the LLM calls (with their
+reported usage) and any recorded compaction; `assemble` turns the builders into a
+validated `Transcript`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+from ctxlab.loaders.records import RecordLog, to_json
+from ctxlab.loaders.safe import clean, count
+from ctxlab.schema import (CALL_COLUMNS, EVENT_COLUMNS, PART_COLUMNS, KINDS, ROLES, Column,
+                           LoadReport, Transcript, coerce)
+
+COUNT_COLUMNS = frozenset({"input_total", "input_tokens", "cache_read", "cache_write",
+                           "output_tokens", "reasoning_tokens"})
+
+FILE_PATH_KEYS = ("file_path", "filePath", "path", "notebook_path", "absolute_path",
+                  "filename", "file", "target_file")
+
+
+def file_path_from_args(args: Any) -> str | None:
+    """The file a tool call reads or writes, when its arguments name one."""
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except json.JSONDecodeError:
+            return None
+    if not isinstance(args, Mapping):
+        return None
+    for key in FILE_PATH_KEYS:
+        v = args.get(key)
+        if isinstance(v, str) and v and "\n" not in v and len(v) < 4096:
+            return v
+    return None
+
+
+def tool_call_text(name: str, arguments: Any) -> str:
+    """What a tool call costs the model: its name and its JSON arguments.
+
+    Arguments recorded as a JSON string (OpenAI style) are kept verbatim.
+    """
+    args = arguments if isinstance(arguments, str) else to_json(arguments)
+    return f"{name}({args})"
+
+
+def content_text(value: Any) -> str:
+    """Text of a content value that may be a string, a list of blocks or anything JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = []
+        for block in value:
+            if isinstance(block, str):
+                texts.append(block)
+            elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+            else:
+                texts.append(to_json(block))
+        return "\n".join(texts)
+    return to_json(value)
+
+
+class SessionBuilder:
+    """Accumulates the parts, calls and events of one session."""
+
+    def __init__(self, session: str, log: RecordLog) -> None:
+        self.session = session
+        self.log = log
+        self._parts: dict[str, list[Any]] = {c.name: [] for c in PART_COLUMNS}
+        self._calls: dict[str, list[Any]] = {c.name: [] for c in CALL_COLUMNS}
+        self._events: dict[str, list[Any]] = {c.name: [] for c in EVENT_COLUMNS}
+        self._msg = -1
+        self._role: str | None = None
+        self.turn = 0
+        self._call_index: dict[str, int] = {}
+
+    # ---- messages and parts -------------------------------------------------------------
+    def message(self, role: str, *, real_user: bool = False) -> int:
+        """Open a new message; a real user message (not tool results or injected text)
+        starts a new turn. Returns the message index."""
+        if role not in ROLES:
+            raise ValueError(f"unknown role {role!r}; roles: {ROLES}")
+        self._msg += 1
+        self._role = role
+        if real_user:
+            self.turn += 1
+        return self._msg
+
+    @property
+    def n_parts(self) -> int:
+        return len(self._parts["part"])
+
+    @property
+    def next_pos(self) -> float:
+        return float(self.n_parts)
+
+    def part(self, kind: str, content: str, *, role: str | None = None,
+             tool_name: str | None = None, tool_call_id: str | None = None,
+             file_path: str | None = None, call: int | None = None, ts: str | None = None,
+             source: str | None = None, meta: Mapping[str, Any] | None = None,
+             event: int | None = None, hidden_by: int | None = None,
+             pos: float | None = None) -> int:
+        """Add one part to the current message (opened with `message`). Returns its id.
+
+        ``pos`` defaults to the part id (append order); pass it to insert a part between
+        existing ones (e.g. a recorded summary placed where the compaction happened).
+        """
+        if self._msg < 0:
+            raise RuntimeError("call message() before part()")
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind {kind!r}; kinds: {KINDS}")
+        p = self._parts
+        pid = self.n_parts
+        p["session"].append(self.session)
+        p["part"].append(pid)
+        p["pos"].append(float(pid) if pos is None else float(pos))
+        p["msg"].append(self._msg)
+        p["turn"].append(self.turn)
+        p["role"].append(role or self._role)
+        p["kind"].append(kind)
+        p["content"].append(clean(content if isinstance(content, str) else content_text(content)))
+        p["tool_name"].append(tool_name)
+        p["tool_call_id"].append(tool_call_id)
+        p["file_path"].append(file_path)
+        p["call"].append(call)
+        p["ts"].append(ts)
+        p["hidden_by"].append(hidden_by)
+        p["event"].append(event)
+        p["source"].append(source)
+        p["meta"].append(clean(to_json(dict(meta))) if meta else None)
+        return pid
+
+    def hide(self, part_ids: Iterable[int], event: int) -> None:
+        """Mark parts as hidden by a (recorded) event."""
+        col = self._parts["hidden_by"]
+        for pid in part_ids:
+            col[pid] = event
+
+    # ---- calls ------------------------------------------------------------------------
+    def call(self, *, call_id: str | None = None, model: str | None = None,
+             input_total: int | None = None, input_tokens: int | None = None,
+             cache_read: int | None = None, cache_write: int | None = None,
+             output_tokens: int | None = None, reasoning_tokens: int | None = None,
+             ts: str | None = None, input_end_pos: float | None = None,
+             source: str | None = None) -> int:
+        """Declare one LLM call. ``input_end_pos`` defaults to the position of the next
+        part added (so: declare the call, then add its output parts)."""
+        c = self._calls
+        idx = len(c["call"])
+        c["session"].append(self.session)
+        c["call"].append(idx)
+        c["call_id"].append(call_id)
+        c["model"].append(model)
+        c["input_total"].append(count(input_total))
+        c["input_tokens"].append(count(input_tokens))
+        c["cache_read"].append(count(cache_read))
+        c["cache_write"].append(count(cache_write))
+        c["output_tokens"].append(count(output_tokens))
+        c["reasoning_tokens"].append(count(reasoning_tokens))
+        c["ts"].append(ts)
+        c["input_end_pos"].append(self.next_pos if input_end_pos is None else input_end_pos)
+        c["source"].append(source)
+        if call_id is not None:
+            self._call_index[call_id] = idx
+        return idx
+
+    def call_by_id(self, call_id: str) -> int | None:
+        return self._call_index.get(call_id)
+
+    def update_call(self, idx: int, **values: Any) -> None:
+        """Overwrite recorded values of a call (e.g. the last line's usage wins)."""
+        for k, v in values.items():
+            self._calls[k][idx] = count(v) if k in COUNT_COLUMNS else v
+
+    @property
+    def n_calls(self) -> int:
+        return len(self._calls["call"])
+
+    # ---- events -----------------------------------------------------------------------
+    def event(self, *, trigger: str | None, pre_tokens: int | None, reason: str,
+              origin: str = "recorded", source: str | None = None,
+              meta: Mapping[str, Any] | None = None, pos: float | None = None) -> int:
+        """Declare a compaction event happening at ``pos`` (default: the next part)."""
+        e = self._events
+        idx = len(e["event"])
+        e["session"].append(self.session)
+        e["event"].append(idx)
+        e["origin"].append(origin)
+        e["trigger"].append(trigger)
+        e["pre_tokens"].append(count(pre_tokens))
+        e["pos"].append(self.next_pos if pos is None else pos)
+        e["reason"].append(reason)
+        e["source"].append(source)
+        e["meta"].append(to_json(dict(meta)) if meta else None)
+        return idx
+
+    # ---- output -----------------------------------------------------------------------
+
+
+def assemble(builders: list[SessionBuilder], logs: list[RecordLog] | RecordLog,
+             meta: Mapping[str, Any]) -> Transcript:
+    """Join session builders into one validated `Transcript`.
+
+    The column lists of all builders are joined first and converted to typed columns
+    once, so a file with thousands of sessions costs one conversion, not thousands.
+    """
+    logs = [logs] if isinstance(logs, RecordLog) else logs
+
+    def joined(attr: str, columns: tuple[Column, ...]) -> pd.DataFrame:
+        data: dict[str, list[Any]] = {c.name: [] for c in columns}
+        for b in builders:
+            for name, values in getattr(b, attr).items():
+                data[name].extend(values)
+        return coerce(data, columns)
+
+    t = Transcript(frame=joined("_parts", PART_COLUMNS), calls=joined("_calls", CALL_COLUMNS),
+                   events=joined("_events", EVENT_COLUMNS), meta=dict(meta),
+                   load_report=LoadReport.concat([lg.report() for lg in logs]))
+    t.validate(strict=True)
+    return t

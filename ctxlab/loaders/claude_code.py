@@ -1,0 +1,399 @@
+"""Claude Code session logs (``~/.claude/projects/<cwd>/<sessionId>.jsonl``).
+
+One file holds one conversation (plus, in 1.0.x, the interleaved sub-agent sidechains);
+2.x writes sub-agents to ``<sessionId>/subagents/agent-<id>.jsonl`` beside it. What the model
+saw is the main chain of the record graph (`ctxlab.loaders.claude_code_chain`): pre-compaction
+history joined through ``logicalParentUuid``, the lines of one API response merged into one
+assistant message and the tool results of its parallel calls into the user message after it.
+
+Calls: one per distinct ``message.id``, with the usage of the response's last line
+(``input_total = input_tokens + cache_creation_input_tokens + cache_read_input_tokens``).
+Lines with model ``<synthetic>`` (made by the CLI, not the API) make parts but no call.
+
+Compaction: a ``compact_boundary`` becomes a recorded event (trigger, ``preTokens``) that
+hides every earlier part; the following ``isCompactSummary`` record is a ``summary`` part the
+event inserted. The summarizer's own call (``subagents/agent-acompact-*.jsonl``, read even
+without ``sidechains``) goes into the event's meta as ``summarizer_call``.
+
+**Real user message** (starts a turn): a ``user`` record, not a sidechain's, that is not
+tool results, not ``isMeta`` (skill/command expansions, caveats, reminders: role user, kind
+text, meta ``isMeta``), not the compact summary, not a local-command echo
+(``<local-command-stdout|stderr|caveat>``, ``<bash-input|stdout|stderr>``), not an
+interruption notice (``[Request interrupted by user...]``) and not a background-task
+notification (``<task-notification>``); a ``<command-name>`` record counts when it runs a
+prompt command, i.e. unless the next user message on the chain is its local-command output
+(``/mcp``, ``/exit``...). All of these are still model input (kind text, role user; meta
+``category`` says which). ``isVisibleInTranscriptOnly`` records other than the compact
+summary, ``summary`` (a session title), ``progress``, ``system`` (except compact boundaries),
+``file-history-*`` and ``queue-operation`` records are reported as ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ctxlab.loaders.builder import SessionBuilder, assemble, file_path_from_args, tool_call_text
+from ctxlab.loaders.claude_code_chain import (CONVERSATION, Item, Record, RecordFile,
+                                              content_blocks, message_id, parse_ts,
+                                              plan_messages, select_chain, sidechain_groups,
+                                              summarizer_call, text_field, type_reason,
+                                              usage_fields, user_category)
+from ctxlab.loaders.records import LoadOptions, as_int, to_json, ts_iso
+from ctxlab.loaders.registry import Loader, register
+from ctxlab.schema import Transcript
+
+NAME = "claude_code"
+SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+GRAPH_TYPES = frozenset({"user", "assistant", "system", "progress"})
+IGNORED_TYPES = {
+    "file-history-snapshot": "file-history snapshot: undo bookkeeping, not sent to the model",
+    "file-history-delta": "file-history delta: undo bookkeeping, not sent to the model",
+    "queue-operation": "input queue (UI): a dequeued prompt reaches the model as an "
+                       "unrecorded attachment or a later user record",
+}
+OFF_CHAIN = "not on the main conversation chain"
+SIDECHAIN = "sidechain: load with sidechains=True"
+INJECTED = frozenset({"command", "local_command", "interrupt", "task_notification"})
+
+
+def sniff(path: Path, head: str) -> bool:
+    """A ``.jsonl`` file whose records carry Claude Code's graph fields."""
+    if path.suffix.lower() != ".jsonl" or not head.lstrip().startswith("{"):
+        return False
+    lines = head.split("\n")[:-1] or [head]
+    for raw in lines[:20]:
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict) and (
+                ("parentUuid" in obj and "type" in obj and "sessionId" in obj)
+                or (obj.get("type") == "summary" and "leafUuid" in obj)
+                or (obj.get("type") == "file-history-snapshot" and "snapshot" in obj)):
+            return True
+    return '"parentUuid":' in head and '"isSidechain":' in head and '"sessionId":' in head
+
+
+def owner(path: Path) -> Path | None:
+    """The main log of a 2.x sub-agent file ``<sessionId>/subagents/agent-<id>.jsonl``."""
+    if path.parent.name != "subagents":
+        return None
+    main = path.parent.parent.parent / f"{path.parent.parent.name}.jsonl"
+    return main if main.is_file() else None
+
+
+class _Session:
+    """Builds one session (the main conversation or one sub-agent) from its graph records."""
+
+    def __init__(self, b: SessionBuilder, f: RecordFile,
+                 summarizers: list[dict[str, Any]]) -> None:
+        self.b, self.f, self.summarizers = b, f, summarizers
+        self.tools: dict[str, tuple[str | None, str | None]] = {}
+        self.visible_from = 0
+        self.pending_event: int | None = None
+        self.models: list[str] = []
+
+    def build(self, nodes: list[Record], *, flat: bool = False) -> None:
+        chain, superseded = select_chain(nodes, flat=flat)
+        for line, obj in nodes:
+            kind = str(obj.get("type"))
+            if line in superseded:
+                self.f.ignore(line, kind, f"duplicate uuid: superseded by the copy at line "
+                                          f"{superseded[line]}")
+            elif line not in chain.lines:
+                self.f.ignore(line, kind, OFF_CHAIN if kind in CONVERSATION else type_reason(obj))
+            elif kind not in CONVERSATION and obj.get("subtype") != "compact_boundary":
+                self.f.ignore(line, kind, type_reason(obj))
+            elif kind == "user" and obj.get("isVisibleInTranscriptOnly") and \
+                    not obj.get("isCompactSummary"):
+                self.f.ignore(line, kind, "visible in the transcript only, not sent to the model")
+        wanted = [r for r in chain.records if r[0] not in self.f.decided]
+        items = plan_messages(wanted)
+        cats: dict[int, str] = {}
+        for item in items:
+            if item.kind == "user":
+                line, obj = item.records[0]
+                try:
+                    cats[line] = user_category(obj)
+                except SHAPE_ERRORS as e:
+                    self.f.skip(line, "user", f"unexpected shape: {e!r}")
+        for i, item in enumerate(items):
+            if item.kind == "assistant":
+                self._assistant(item)
+            elif item.kind == "results":
+                self._records(item.records, "user", real_user=False)
+            elif item.kind == "boundary":
+                self._boundary(*item.records[0], fallback=chain.fallbacks.get(item.records[0][0]))
+            elif item.records[0][0] in cats:
+                self._user(item, cats, items[i + 1:])
+
+    # ---- records -> parts ------------------------------------------------------------
+    def _specs(self, line: int, obj: dict[str, Any], role: str) -> list[dict[str, Any]]:
+        base: dict[str, Any] = {"uuid": obj.get("uuid")}
+        if role == "assistant":
+            base.update(message_id=message_id(obj), request_id=obj.get("requestId"))
+            if obj["message"].get("model") == "<synthetic>":
+                base["synthetic"] = True
+        for flag in ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly"):
+            if obj.get(flag):
+                base[flag] = True
+        common = dict(role=role, ts=ts_iso(obj.get("timestamp")), source=self.f.loc(line))
+        specs: list[dict[str, Any]] = []
+        for block in content_blocks(obj):
+            for spec in self._block(block, obj):
+                spec["meta"] = {**base, **spec.get("meta", {})}
+                specs.append({**common, **spec})
+        return specs
+
+    def _block(self, block: Any, obj: dict[str, Any]) -> list[dict[str, Any]]:
+        if not isinstance(block, dict):
+            raise TypeError(f"content block is a {type(block).__name__}")
+        kind = block.get("type")
+        if kind == "text":
+            return [dict(kind="text", content=text_field(block, "text"))]
+        if kind == "thinking":
+            meta = {"signature": block.get("signature")} if "signature" in block else {}
+            return [dict(kind="thinking", content=text_field(block, "thinking"), meta=meta)]
+        if kind == "redacted_thinking":
+            return [dict(kind="thinking", content=text_field(block, "data"),
+                         meta={"redacted": True})]
+        if kind == "tool_use":
+            name, call_id = text_field(block, "name"), text_field(block, "id")
+            args = block.get("input")
+            path = file_path_from_args(args)
+            self.tools[call_id] = (name, path)
+            meta = {"caller": block["caller"]} if "caller" in block else {}
+            return [dict(kind="tool_call", content=tool_call_text(name, args), tool_name=name,
+                         tool_call_id=call_id, file_path=path, meta=meta)]
+        if kind == "tool_result":
+            return self._result(block, obj)
+        if kind == "image":
+            return [dict(kind="image", content=to_json(block))]
+        return [dict(kind="attachment", content=to_json(block), meta={"block_type": kind})]
+
+    def _result(self, block: dict[str, Any], obj: dict[str, Any]) -> list[dict[str, Any]]:
+        call_id = text_field(block, "tool_use_id")
+        name, path = self.tools.get(call_id, (None, None))
+        link = dict(tool_name=name, tool_call_id=call_id, file_path=path)
+        meta: dict[str, Any] = {}
+        if "is_error" in block:
+            meta["is_error"] = block["is_error"]
+        extra = obj.get("toolUseResult")
+        if extra is not None:
+            keys = sorted(extra)[:30] if isinstance(extra, dict) else type(extra).__name__
+            meta["toolUseResult"] = {"keys": keys, "size": len(to_json(extra))}
+        content = block.get("content")
+        texts: list[str] = []
+        images: list[dict[str, Any]] = []
+        if isinstance(content, list):
+            for b in content:
+                if isinstance(b, dict) and b.get("type") == "image":
+                    images.append(dict(kind="image", content=to_json(b), **link))
+                elif isinstance(b, dict) and b.get("type") == "text":
+                    texts.append(text_field(b, "text"))
+                else:
+                    texts.append(b if isinstance(b, str) else to_json(b))
+        elif content is not None:
+            texts.append(content if isinstance(content, str) else to_json(content))
+        return [dict(kind="tool_result", content="\n".join(texts), meta=meta, **link), *images]
+
+    def _records(self, records: list[Record], role: str, *, real_user: bool,
+                 call: int | None = None, tag: dict[str, Any] | None = None,
+                 **extra: Any) -> None:
+        """Add the parts of some records as one message."""
+        opened = False
+        for line, obj in records:
+            try:
+                specs = self._specs(line, obj, role)
+            except SHAPE_ERRORS as e:
+                self.f.skip(line, str(obj.get("type")), f"unexpected shape: {e!r}")
+                continue
+            if not opened:
+                self.b.message(role, real_user=real_user)
+                opened = True
+            for spec in specs:
+                if tag:
+                    spec["meta"] = {**spec["meta"], **tag}
+                self.b.part(call=call, **{**spec, **extra})
+            self.f.used(line, str(obj.get("type")), parts=len(specs))
+
+    def _assistant(self, item: Item) -> None:
+        first, (ln_u, last) = item.records[0][1], item.records[-1]
+        mid, model = message_id(first), last["message"].get("model")
+        model = model if isinstance(model, str) else None
+        for ln, obj in reversed(item.records):  # the last line with usage has the final counts
+            if isinstance(obj["message"].get("usage"), dict):
+                ln_u, last = ln, obj
+                break
+        call = None
+        if mid is not None and model != "<synthetic>":
+            usage = usage_fields(last["message"].get("usage"))
+            call = self.b.call_by_id(mid)
+            if call is None:
+                call = self.b.call(call_id=mid, model=model, ts=ts_iso(first.get("timestamp")),
+                                   source=self.f.loc(ln_u), **usage)
+            else:
+                self.b.update_call(call, source=self.f.loc(ln_u), **usage)
+            if model and model not in self.models:
+                self.models.append(model)
+        self._records(item.records, "assistant", real_user=False, call=call)
+
+    def _user(self, item: Item, cats: dict[int, str], rest: list[Item]) -> None:
+        line, obj = item.records[0]
+        cat = cats[line]
+        if cat == "summary":
+            event = self.pending_event if self.pending_event is not None else \
+                self._event(line, obj, {}, {"summary_without_boundary": True})
+            self.pending_event = None
+            self._records(item.records, "user", real_user=False, kind="summary", event=event)
+            return
+        real = cat == "human"
+        if cat == "command":  # a local command's output follows it; a prompt command's doesn't
+            real = not rest or cats.get(rest[0].records[0][0]) != "local_command"
+        tag = {"category": cat} if cat in INJECTED else {}
+        self._records(item.records, "user", real_user=real, tag=tag)
+
+    def _boundary(self, line: int, obj: dict[str, Any], fallback: int | None) -> None:
+        cm = obj.get("compactMetadata")
+        meta: dict[str, Any] = {"logical_parent_uuid": obj.get("logicalParentUuid")}
+        if fallback is not None:
+            meta["logical_parent_missing"] = True
+            meta["continued_from_line"] = fallback
+        self.pending_event = self._event(line, obj, cm if isinstance(cm, dict) else {}, meta)
+        self.f.used(line, "system")
+
+    def _event(self, line: int, obj: dict[str, Any], cm: dict[str, Any],
+               meta: dict[str, Any]) -> int:
+        ts = obj.get("timestamp")
+        meta = {"uuid": obj.get("uuid"), "ts": ts, **meta}
+        call = self._match_summarizer(parse_ts(ts))
+        if call is not None:
+            meta["summarizer_call"] = {k: v for k, v in call.items()
+                                       if k not in ("line", "matched")}
+        trigger = cm.get("trigger")
+        event = self.b.event(trigger=trigger if isinstance(trigger, str) else None,
+                             pre_tokens=as_int(cm.get("preTokens")),
+                             reason="Claude Code compaction", origin="recorded",
+                             source=self.f.loc(line), meta=meta)
+        self.b.hide(range(self.visible_from, self.b.n_parts), event)  # earlier ones: hidden
+        self.visible_from = self.b.n_parts
+        return event
+
+    def _match_summarizer(self, when: datetime | None) -> dict[str, Any] | None:
+        """The unused summarizer call closest in time before the boundary (within 10 min)."""
+        best, gap = None, 600.0
+        for s in self.summarizers:
+            t = parse_ts(s["ts"])
+            if s.get("matched") or when is None or t is None:
+                continue
+            d = (when - t).total_seconds()
+            if -60.0 <= d <= gap:
+                best, gap = s, abs(d)
+        if best is not None:
+            best["matched"] = True
+        return best
+
+
+def _split(f: RecordFile, subagent: bool, titles: list[str]) -> tuple[list[Record], list[Record]]:
+    """Report the records that are not part of the graph; return (main, sidechain) nodes."""
+    main: list[Record] = []
+    side: list[Record] = []
+    for line, obj in f.records:
+        kind = obj["type"]
+        if kind in IGNORED_TYPES:
+            f.ignore(line, kind, IGNORED_TYPES[kind])
+            if isinstance(obj.get("uuid"), str):  # still a link of the parentUuid chain
+                (side if obj.get("isSidechain") is True and not subagent else main).append(
+                    (line, obj))
+        elif kind == "summary":
+            if isinstance(obj.get("summary"), str):
+                titles.append(obj["summary"])
+            f.ignore(line, kind, "session title (summary record), not a compaction; "
+                                 "kept in meta['titles']")
+        elif kind not in GRAPH_TYPES:
+            f.skip(line, kind, f"unknown record type {kind!r}")
+        elif not isinstance(obj.get("uuid"), str):
+            f.skip(line, kind, "unexpected shape: no uuid")
+        elif kind in CONVERSATION and not isinstance(obj.get("message"), dict):
+            f.skip(line, kind, "unexpected shape: no message object")
+        elif obj.get("isSidechain") is True and not subagent:
+            side.append((line, obj))
+        else:
+            main.append((line, obj))
+    return main, side
+
+
+def _session_id(nodes: list[Record], fallback: str) -> str:
+    conv = [o for _, o in nodes if o.get("type") in CONVERSATION] or [o for _, o in nodes]
+    sid = conv[-1].get("sessionId") if conv else None
+    return sid if isinstance(sid, str) and sid else fallback
+
+
+def load(path: Path, options: LoadOptions) -> Transcript:
+    """Load one Claude Code session file (and its sub-agent files) into a `Transcript`.
+
+    Args:
+        path: the main ``<sessionId>.jsonl`` (or a sub-agent file, loaded on its own).
+        options: ``sidechains=True`` also loads sub-agent conversations as sessions
+            ``<sessionId>/<agentId or root uuid>`` (1.0.x) and ``<sessionId>/agent-<id>`` (2.x).
+    """
+    path = Path(path)
+    subagent = path.parent.name == "subagents"
+    main = RecordFile(path, options.strict)
+    titles: list[str] = []
+    nodes, side = _split(main, subagent, titles)
+    sid = _session_id(nodes, path.stem)
+    if subagent:
+        sid = f"{_session_id(nodes, path.parent.parent.name)}/{path.stem}"
+    folder = path.parent / path.stem / "subagents"
+    sub_paths = sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() and not subagent else []
+    subs = [(p, RecordFile(p, options.strict)) for p in sub_paths
+            if options.sidechains or p.stem.startswith("agent-acompact")]
+    found = {p: summarizer_call(f) for p, f in subs if p.stem.startswith("agent-acompact")}
+    summarizers = [s for s in found.values() if s is not None]
+    sessions = [_Session(SessionBuilder(sid, main.log), main, summarizers)]
+    sessions[0].build(nodes, flat=subagent and path.stem.startswith("agent-acompact"))
+    if options.sidechains:
+        for key, group in sidechain_groups(side).items():
+            sessions.append(_Session(SessionBuilder(f"{sid}/{key}", main.log), main, []))
+            sessions[-1].build(group)
+    else:
+        for line, obj in side:
+            main.ignore(line, str(obj["type"]), SIDECHAIN)
+    for p, f in subs:
+        sub_nodes, _ = _split(f, True, titles)
+        if options.sidechains:
+            key = f"{_session_id(sub_nodes, sid)}/{p.stem}"
+            sessions.append(_Session(SessionBuilder(key, f.log), f, []))
+            sessions[-1].build(sub_nodes, flat=p.stem.startswith("agent-acompact"))
+            continue
+        summary = found.get(p)
+        if summary is not None and summary.get("matched"):
+            f.used(summary["line"], "assistant")
+        for line, obj in f.records:
+            f.ignore(line, str(obj["type"]), "compaction summarizer input (sidechain): "
+                                             "load with sidechains=True")
+    records = [o for _, o in nodes]
+    meta: dict[str, Any] = {"format": NAME, "path": str(path), "session": sid}
+    for key, field in (("session_ids", "sessionId"), ("versions", "version"),
+                       ("cwds", "cwd"), ("git_branches", "gitBranch")):
+        values = list(dict.fromkeys(o[field] for o in records if isinstance(o.get(field), str)))
+        if values:
+            meta[key] = values
+    for one, many in (("version", "versions"), ("cwd", "cwds"), ("git_branch", "git_branches")):
+        if many in meta:
+            meta[one] = meta[many][-1] if one == "version" else meta[many][0]
+    meta["models"] = list(dict.fromkeys(m for s in sessions for m in s.models))
+    builders = [s.b for s in sessions]
+    if titles:
+        meta["titles"] = titles
+    if sub_paths:
+        meta["subagent_files"] = [str(p) for p in sub_paths]
+    return assemble(builders, [main.flush()] + [f.flush() for _, f in subs], meta)
+
+
+LOADER = register(Loader(name=NAME, description="Claude Code session JSONL (~/.claude/projects)",
+                         sniff=sniff, load=load, priority=50, owner=owner))

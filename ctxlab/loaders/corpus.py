@@ -1,0 +1,114 @@
+"""A corpus: many logs under one folder, loaded lazily, seen as one frame."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+
+from ctxlab.errors import LoadError
+from ctxlab.loaders.records import LoadOptions
+from ctxlab.loaders.registry import detect, get
+from ctxlab.schema import LoadReport, Transcript, empty_frame, CALL_COLUMNS, EVENT_COLUMNS, \
+    PART_COLUMNS
+
+SKIP_SUFFIXES = {".md", ".txt", ".py", ".parquet", ".png", ".html", ".ipynb"}
+
+
+@dataclass(slots=True)
+class Corpus:
+    """Logs found under a folder; each is loaded on first use and kept.
+
+    Attributes:
+        files: one row per file: ``path``, ``format`` (NA when not a log), ``status``
+            (``log``, ``part-of`` another log, ``not-a-log``) and ``note``.
+        options: options passed to every loader.
+    """
+
+    files: pd.DataFrame
+    options: LoadOptions = field(default_factory=LoadOptions)
+    _cache: dict[str, Transcript] = field(default_factory=dict, repr=False)
+
+    @property
+    def paths(self) -> list[Path]:
+        """Files that are logs of their own, in sorted order."""
+        return [Path(p) for p in self.files.loc[self.files["status"] == "log", "path"]]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __iter__(self) -> Iterator[Transcript]:
+        for p in self.paths:
+            yield self.transcript(p)
+
+    def transcript(self, path: str | Path) -> Transcript:
+        """The transcript of one file of the corpus (loaded once)."""
+        key = str(path)
+        if key not in self._cache:
+            row = self.files[self.files["path"] == key]
+            if row.empty:
+                raise KeyError(f"{key} is not in this corpus")
+            self._cache[key] = get(str(row["format"].iloc[0])).load(Path(key), self.options)
+        return self._cache[key]
+
+    def _cat(self, attr: str, columns: tuple) -> pd.DataFrame:
+        frames = [getattr(t, attr) for t in self if len(getattr(t, attr))]
+        return pd.concat(frames, ignore_index=True) if frames else empty_frame(columns)
+
+    @property
+    def frame(self) -> pd.DataFrame:
+        """Every part of every session (loads every file)."""
+        return self._cat("frame", PART_COLUMNS)
+
+    @property
+    def calls(self) -> pd.DataFrame:
+        return self._cat("calls", CALL_COLUMNS)
+
+    @property
+    def events(self) -> pd.DataFrame:
+        return self._cat("events", EVENT_COLUMNS)
+
+    @property
+    def load_report(self) -> LoadReport:
+        return LoadReport.concat([t.load_report for t in self])
+
+    def __repr__(self) -> str:
+        counts = self.files["status"].value_counts().to_dict()
+        return f"Corpus({len(self)} logs, files={counts})"
+
+
+def load_dir(path: str | Path, *, strict: bool = False, sidechains: bool = False,
+             recursive: bool = True) -> Corpus:
+    """Find every log under a folder. Files are detected now and loaded when used.
+
+    Files that are not logs are listed in ``corpus.files`` with the reason, never
+    silently left out; sub-agent files are listed as part of their main log.
+    """
+    root = Path(path)
+    if not root.is_dir():
+        raise LoadError("not a directory; use ctxlab.load() for a single file", path=str(root))
+    rows: list[dict[str, object]] = []
+    candidates = sorted(p for p in (root.rglob("*") if recursive else root.iterdir())
+                        if p.is_file() and not any(part.startswith(".") for part in
+                                                   p.relative_to(root).parts))
+    for p in candidates:
+        if p.suffix.lower() in SKIP_SUFFIXES and p.suffix.lower() != ".md":
+            rows.append(dict(path=str(p), format=None, status="not-a-log",
+                             note=f"{p.suffix} files are not transcripts"))
+            continue
+        try:
+            loader = detect(p)
+        except LoadError as e:
+            rows.append(dict(path=str(p), format=None, status="not-a-log", note=e.reason))
+            continue
+        owner = loader.owner(p) if loader.owner else None
+        if owner is not None:
+            rows.append(dict(path=str(p), format=loader.name, status="part-of",
+                             note=f"sub-agent of {owner.name}; loaded with it when "
+                                  f"sidechains=True"))
+        else:
+            rows.append(dict(path=str(p), format=loader.name, status="log", note=None))
+    files = pd.DataFrame(rows, columns=["path", "format", "status", "note"]).astype("string")
+    return Corpus(files=files, options=LoadOptions(strict=strict, sidechains=sidechains))

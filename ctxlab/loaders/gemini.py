@@ -1,0 +1,356 @@
+"""Gemini CLI chat recordings (``~/.gemini/tmp/<projectHash>/chats/session-*.json[l]``).
+
+Two generations, one mapping:
+
+* JSONL: a header line ``{sessionId, projectHash, startTime, lastUpdated, kind}``, then
+  message lines and ``{"$set": {...}}`` metadata patches. A message id can be written
+  more than once (first without, then with its finished ``toolCalls``): the last copy
+  wins and takes the place of the first; earlier copies are reported as superseded.
+  Two shapes that other readers of gemini-cli's recordings describe (not in the files
+  here, unverified) are handled too:
+  ``{"$rewindTo": id}`` (the user rewound: that message and every later one are hidden
+  by an event with origin ``rewind``) and ``{"$set": {"messages": [...]}}`` (the history
+  is replaced: a recorded event hides the visible parts and inserts the new list).
+* Legacy single JSON ``{sessionId, projectHash, startTime, lastUpdated, messages: [...]}``.
+
+Messages: ``user`` -> a real user message (``content`` is what the model saw;
+``displayContent`` is kept in meta) unless it is the CLI's own ``System: Please
+continue.``; ``gemini`` -> one LLM call: thinking parts (``**subject**`` + description;
+the file does not say whether later requests carry them, so they stay visible), the
+text, tool_call parts; then the results follow as a user message of ``tool_result``
+parts (the model saw ``functionResponse``; content = its ``response`` as JSON).
+``tokens`` gives the call's usage: ``input`` -> input_total (``cached`` is a subset),
+``output``, ``thoughts`` -> reasoning_tokens; ``total == 0`` means unknown (NA).
+``info``/``error``/``warning`` messages are terminal UI and are reported as ignored.
+The system prompt, GEMINI.md memory and tool declarations are not recorded.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from ctxlab.loaders import safe
+from ctxlab.loaders.builder import (SessionBuilder, assemble, content_text, file_path_from_args,
+                                    tool_call_text)
+from ctxlab.loaders.records import (LoadOptions, RecordLog, iter_jsonl, read_json, read_text,
+                                    to_json)
+from ctxlab.loaders.registry import Loader, register
+from ctxlab.schema import Transcript
+
+UI_TYPES = frozenset({"info", "error", "warning"})
+CONTINUATIONS = frozenset({"System: Please continue."})
+SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+_GEMINI_RE = re.compile(r'"type"\s*:\s*"gemini"')
+
+Entry = tuple[int | None, str | None, Any]  # (line, where, record)
+
+
+def sniff(path: Path, head: str) -> bool:
+    """A header/document with ``sessionId`` and ``projectHash``, or a ``gemini`` message."""
+    return ('"projectHash"' in head and '"sessionId"' in head) or \
+        _GEMINI_RE.search(head) is not None
+
+
+def _usage(tokens: Any) -> dict[str, Any]:
+    if not isinstance(tokens, Mapping) or not safe.count(tokens.get("total")):
+        return {}
+    inp, cached = safe.count(tokens.get("input")), safe.count(tokens.get("cached"))
+    return {"input_total": inp, "cache_read": cached,
+            "input_tokens": inp - (cached or 0) if inp is not None else None,
+            "output_tokens": safe.count(tokens.get("output")),
+            "reasoning_tokens": safe.count(tokens.get("thoughts"))}
+
+
+def _small(value: Any, limit: int = 2000) -> Any:
+    text = to_json(value)
+    return value if len(text) <= limit else {"chars": len(text)}
+
+
+def content_specs(content: Any, role: str) -> list[dict[str, Any]]:
+    """Parts of a Gemini ``content`` value: a string or a list of Gemini ``Part`` objects."""
+    if content is None or content == "":
+        return []
+    if isinstance(content, str):
+        return [{"kind": "text", "content": content}]
+    specs: list[dict[str, Any]] = []
+    for p in content:
+        if isinstance(p, str):
+            specs.append({"kind": "text", "content": p})
+        elif isinstance(p.get("text"), str):
+            specs.append({"kind": "thinking" if p.get("thought") else "text",
+                          "content": p["text"]})
+        elif isinstance(p.get("functionResponse"), Mapping):
+            fr = p["functionResponse"]
+            specs.append({"kind": "tool_result", "content": to_json(fr.get("response")),
+                          "tool_name": fr.get("name"), "tool_call_id": fr.get("id")})
+        elif isinstance(p.get("functionCall"), Mapping):
+            fc = p["functionCall"]
+            specs.append({"kind": "tool_call", "tool_name": fc["name"],
+                          "tool_call_id": fc.get("id"),
+                          "content": tool_call_text(fc["name"], fc.get("args") or {}),
+                          "file_path": file_path_from_args(fc.get("args"))})
+        elif isinstance(p.get("inlineData"), Mapping):
+            specs.append({"kind": "image", "content": str(p["inlineData"].get("data") or ""),
+                          "meta": {"mimeType": p["inlineData"].get("mimeType")}})
+        elif isinstance(p.get("fileData"), Mapping):
+            specs.append({"kind": "attachment", "content": to_json(p["fileData"])})
+        else:
+            specs.append({"kind": "text", "content": to_json(p), "meta": {"part": sorted(p)}})
+    for s in specs:
+        if role == "assistant" and s["kind"] == "tool_result":
+            raise ValueError("functionResponse in a gemini message")
+    return specs
+
+
+class _Chat:
+    """Loader state for one recording."""
+
+    def __init__(self, path: Path, log: RecordLog, session: str) -> None:
+        self.log = log
+        self.b = SessionBuilder(session, log)
+        self.meta: dict[str, Any] = {"format": "gemini", "path": str(path), "session_id": session}
+        self.msg_parts: dict[str, list[int]] = {}  # message id -> its parts, in order
+        self.tools: dict[str, tuple[str | None, str | None]] = {}
+        self.models: list[str] = []
+
+    def loc(self, line: int | None, where: str | None) -> str:
+        return self.log.location(line=line, where=where)
+
+    # ---- messages ---------------------------------------------------------------------
+    def plan(self, rec: Mapping[str, Any]) -> dict[str, Any] | None:
+        """What one message will add (no side effects); None when it is not model input.
+
+        Raises:
+            KeyError, TypeError, ...: the message does not have the expected shape.
+        """
+        mtype = rec["type"]
+        if mtype in UI_TYPES:
+            return None
+        if mtype not in ("user", "gemini"):
+            raise KeyError(f"unknown message type {mtype!r}")
+        out: dict[str, Any] = {"type": mtype, "ts": safe.timestamp(rec.get("timestamp")),
+                               "id": str(rec.get("id")), "meta": {"id": rec.get("id")}}
+        if mtype == "user":
+            specs = content_specs(rec.get("content"), "user")
+            text = content_text(rec.get("content")).strip()
+            if "displayContent" in rec:
+                out["meta"]["displayContent"] = _small(rec["displayContent"])
+            out["real"] = text not in CONTINUATIONS and any(s["kind"] != "tool_result"
+                                                            for s in specs)
+            out["specs"] = specs
+            return out
+        specs = [{"kind": "thinking",
+                  "content": f"**{t.get('subject') or ''}**\n\n{t.get('description') or ''}"}
+                 for t in rec.get("thoughts") or []]
+        specs += content_specs(rec.get("content"), "assistant")
+        results: list[dict[str, Any]] = []
+        for tc in rec.get("toolCalls") or []:
+            name, args = str(tc["name"]), tc.get("args") or {}
+            specs.append({"kind": "tool_call", "tool_name": name, "tool_call_id": tc.get("id"),
+                          "content": tool_call_text(name, args),
+                          "file_path": file_path_from_args(args),
+                          "meta": {k: tc[k] for k in ("status", "displayName")
+                                   if isinstance(tc.get(k), str)} or None})
+            for r in tc.get("result") or []:
+                spec = content_specs([r], "user")[0]
+                spec["tool_name"] = spec.get("tool_name") or name
+                spec["tool_call_id"] = spec.get("tool_call_id") or tc.get("id")
+                spec["meta"] = {"resultDisplay_chars": len(to_json(tc.get("resultDisplay")))}
+                results.append(spec)
+        model = rec.get("model") if isinstance(rec.get("model"), str) else None
+        out.update(specs=specs, results=results, model=model, usage=_usage(rec.get("tokens")),
+                   call_id=rec.get("id") if isinstance(rec.get("id"), str) else None)
+        return out
+
+    def emit(self, plan: Mapping[str, Any], source: str, event: int | None = None) -> int:
+        """Add a planned message (a gemini message is one LLM call unless inserted)."""
+        ts, meta = plan["ts"], plan["meta"]
+        if plan["type"] == "user":
+            self.b.message("user", real_user=plan["real"] and event is None)
+            pids = [self.add(s, ts=ts, source=source, meta=meta, event=event)
+                    for s in plan["specs"]]
+        else:
+            call = None
+            if event is None:
+                call = self.b.call(call_id=plan["call_id"], model=plan["model"], ts=ts,
+                                   source=source, **plan["usage"])
+                if plan["model"] and plan["model"] not in self.models:
+                    self.models.append(plan["model"])
+            self.b.message("assistant")
+            pids = [self.add(s, ts=ts, source=source, meta=meta, call=call, event=event)
+                    for s in plan["specs"]]
+            if plan["results"]:
+                self.b.message("user")
+                pids += [self.add(s, ts=ts, source=source, event=event)
+                         for s in plan["results"]]
+        self.msg_parts.setdefault(plan["id"], []).extend(pids)
+        return len(pids)
+
+    def add(self, s: Mapping[str, Any], *, ts: str | None, source: str,
+            meta: Mapping[str, Any] | None = None, call: int | None = None,
+            event: int | None = None) -> int:
+        kind, tool_name, cid, fp = s["kind"], s.get("tool_name"), s.get("tool_call_id"), \
+            s.get("file_path")
+        cid = None if cid is None else str(cid)
+        tool_name = None if tool_name is None else str(tool_name)
+        if kind == "tool_call" and cid:
+            self.tools[cid] = (tool_name, fp)
+        elif kind == "tool_result" and cid in self.tools:
+            tool_name, fp = tool_name or self.tools[cid][0], self.tools[cid][1]
+        return self.b.part(kind, s["content"], tool_name=tool_name, tool_call_id=cid,
+                           file_path=fp, call=call, ts=ts, source=source,
+                           meta={**(meta or {}), **(s.get("meta") or {})} or None, event=event)
+
+    def visible(self) -> list[int]:
+        return [p for pids in self.msg_parts.values() for p in pids]
+
+    # ---- patches ----------------------------------------------------------------------
+    def rewind(self, target: Any, line: int | None) -> None:
+        ids = list(self.msg_parts)
+        if str(target) not in ids:
+            raise KeyError(f"$rewindTo names message {target!r}, which is not in the history")
+        gone = ids[ids.index(str(target)):]
+        eid = self.b.event(origin="rewind", trigger="rewind", pre_tokens=None,
+                           reason=f"user rewound to before message {target}",
+                           source=self.loc(line, None), meta={"messages": len(gone)})
+        self.b.hide([p for m in gone for p in self.msg_parts.pop(m)], eid)
+
+    def replace(self, messages: list[Any], line: int | None) -> int:
+        plans = [self.plan(m) for m in messages]  # shapes checked before changing anything
+        if not messages and not self.msg_parts:
+            return 0
+        eid = self.b.event(trigger="replace", pre_tokens=None, source=self.loc(line, None),
+                           reason="history replaced by $set.messages (compression or rollback)",
+                           meta={"messages": len(messages)})
+        self.b.hide(self.visible(), eid)
+        self.msg_parts = {}
+        src = self.loc(line, None)
+        return sum(self.emit(p, src, event=eid) for p in plans if p is not None)
+
+
+def _is_header(rec: Any) -> bool:
+    return isinstance(rec, dict) and "sessionId" in rec and "type" not in rec and "id" not in rec
+
+
+def _read(path: Path, log: RecordLog) -> tuple[dict[str, Any], list[Entry]]:
+    """The header and the entries (JSONL lines, or ``messages[i]`` of a legacy document)."""
+    text = read_text(path)
+    doc: Any = None
+    if path.suffix == ".json":
+        doc = read_json(path, log)
+    elif path.suffix != ".jsonl" and text.lstrip().startswith("{") and "\n{" not in text.strip():
+        doc = read_json(path, log)  # one document: legacy (pretty-printed or not)
+    cleaning = safe.may_hold_surrogates(path)
+    if doc is not None:
+        doc = safe.clean(doc) if cleaning else doc
+        if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
+            raise log.error("not a Gemini CLI recording: expected an object with a "
+                            "'messages' list")
+        return ({k: v for k, v in doc.items() if k != "messages"},
+                [(None, f"messages[{i}]", m) for i, m in enumerate(doc["messages"])])
+    entries: list[Entry] = [(ln, None, safe.clean(r) if cleaning else r)
+                            for ln, r in iter_jsonl(path, log)]
+    header = entries[0][2] if entries and _is_header(entries[0][2]) else {}
+    return header, entries
+
+
+def load(path: Path, options: LoadOptions) -> Transcript:
+    """Load one Gemini CLI recording, JSONL or legacy JSON (see the module docstring)."""
+    path = Path(path)
+    log = RecordLog(path, strict=options.strict)
+    header, entries = _read(path, log)
+    session = header.get("sessionId") if isinstance(header.get("sessionId"), str) else path.stem
+    chat = _Chat(path, log, session)
+    for key in ("projectHash", "startTime", "lastUpdated", "kind", "summary"):
+        if isinstance(header.get(key), str):
+            chat.meta[key] = header[key]
+    _walk(chat, entries, log)
+    if chat.models:
+        chat.meta["model"] = chat.models[-1]
+    if len(chat.models) > 1:
+        chat.meta["models"] = chat.models
+    return assemble([chat.b], log, chat.meta)
+
+
+def _keys(entries: list[Entry]) -> list[tuple[int, Any]]:
+    """Identity of each entry: (segment, message id); a rewind or replace starts a segment."""
+    seg, keys = 0, []
+    for i, (_, _, rec) in enumerate(entries):
+        if isinstance(rec, dict) and ("$rewindTo" in rec or (
+                isinstance(rec.get("$set"), dict) and "messages" in rec["$set"])):
+            seg += 1
+        is_msg = isinstance(rec, dict) and "type" in rec and isinstance(rec.get("id"), str)
+        keys.append((seg, rec["id"]) if is_msg else (seg, i))
+    return keys
+
+
+def _walk(chat: _Chat, entries: list[Entry], log: RecordLog) -> None:
+    """Emit every entry in order; a re-written message takes its first copy's place."""
+    keys = _keys(entries)
+    first: dict[Any, int] = {}
+    last: dict[Any, int] = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)
+        last[k] = i
+    header_seen = False
+    for i, (line, where, rec) in enumerate(entries):
+        rtype = "unknown"
+        try:
+            if not isinstance(rec, dict):
+                raise TypeError(f"record is a JSON {type(rec).__name__}, not an object")
+            rtype = str(rec["type"]) if "type" in rec else next(iter(rec), "{}")
+            if _is_header(rec):
+                if header_seen:
+                    log.ignored("header", "repeated session header: the first one is used",
+                                line=line, where=where)
+                    continue
+                header_seen = True
+                plans = [chat.plan(m) for m in rec.get("messages") or []]
+                src = chat.loc(line, where)
+                log.used("header", line=line, where=where,
+                         parts=sum(chat.emit(p, src) for p in plans if p is not None))
+            elif "$set" in rec:
+                patch = rec["$set"]
+                n = chat.replace(patch["messages"], line) if "messages" in patch else 0
+                chat.meta.update({k: v for k, v in patch.items() if isinstance(v, str)})
+                log.used("$set", line=line, where=where, parts=n)
+            elif "$rewindTo" in rec:
+                chat.rewind(rec["$rewindTo"], line)
+                log.used("$rewindTo", line=line, where=where)
+            elif "type" in rec:
+                _message(chat, entries, i, first[keys[i]], last[keys[i]], log)
+            else:
+                log.skipped(rtype, "unknown record: not a header, message, $set or $rewindTo",
+                            line=line, where=where)
+        except SHAPE_ERRORS as e:
+            log.skipped(rtype, f"unexpected shape: {type(e).__name__}: {e}", line=line,
+                        where=where)
+
+
+def _message(chat: _Chat, entries: list[Entry], i: int, first: int, last: int,
+             log: RecordLog) -> None:
+    """Entry ``i`` is a copy of a message: report it; at the first copy emit the last."""
+    line, where, rec = entries[i]
+    ln, wh, final = entries[last]
+    if i != last:
+        log.ignored(str(rec["type"]), f"superseded by a later copy of message {rec.get('id')} "
+                    f"at {'line ' + str(ln) if ln is not None else wh}", line=line, where=where)
+    if i != first:
+        return
+    ftype = str(final.get("type"))
+    try:
+        plan = chat.plan(final)
+    except SHAPE_ERRORS as e:
+        log.skipped(ftype, f"unexpected shape: {type(e).__name__}: {e}", line=ln, where=wh)
+        return
+    if plan is None:
+        log.ignored(ftype, f"UI message (type {ftype}): shown in the terminal, never sent "
+                    "to the model", line=ln, where=wh)
+    else:
+        log.used(ftype, line=ln, where=wh, parts=chat.emit(plan, chat.loc(ln, wh)))
+
+
+LOADER = register(Loader(name="gemini", description="Gemini CLI chat recording (JSONL or JSON)",
+                         sniff=sniff, load=load, priority=50))

@@ -1,0 +1,340 @@
+"""Inspect AI eval logs: ``.json`` and ``.eval`` (a zip of ``header.json`` + ``samples/*.json``).
+
+One session per sample, named ``f"{sample_id}:{epoch}"``. Parts come from the sample's
+final conversation (``sample.messages``); every ``"attachment://<hash>"`` string, anywhere,
+is resolved through ``sample.attachments``. The tool schemas of the first ``model`` event
+open the session (role system, kind ``tool_schema``, content = JSON of
+``{name, description, parameters}``); when a later call sends other tools, the call indices
+are listed in ``Transcript.meta["tools_changed"]``.
+
+Each ``model`` event is one call. Its input is the exact message list ``event.input``:
+the loader matches those message ids to ``sample.messages`` and sets ``input_end_pos`` to
+the start of the first message the call did not see; the call's output message (matched
+by id) carries ``call=k`` and its first part's meta holds ``input_messages`` (the length of
+``event.input``). A model event whose output is not in the conversation (a scorer's or
+sub-agent's call) is still a call, with no output parts.
+
+Usage: Inspect's ``input_tokens`` follows the provider. For OpenAI it is
+``prompt_tokens``, which INCLUDES cached tokens (checked on the real log: per call
+``input_tokens == call.response.usage.prompt_tokens`` and ``total_tokens == input + output``
+while ``input_tokens_cache_read`` grows 0, 1024, 1536, 2688, 3840; the per-call sums equal
+``stats.model_usage``: 15235 input, 9088 cache read). For Anthropic it is the uncached
+part and ``total_tokens`` adds the cache reads and writes. The loader decides per call:
+when ``total_tokens == input + output + cache_read + cache_write`` (with some cache) the
+input is exclusive, else inclusive; ``input_total`` is every input token either way.
+
+Events other than ``model`` (sample_init, state, store, step, span_*, tool, sandbox, score,
+logger, ...) are not model input: each gets an "ignored" entry with its event type.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zipfile
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from ctxlab.loaders.builder import SessionBuilder, assemble, file_path_from_args, tool_call_text
+from ctxlab.loaders.records import LoadOptions, RecordLog, read_json, to_json
+from ctxlab.loaders.safe import clean, count, may_hold_surrogates, timestamp
+from ctxlab.loaders.registry import Loader, register
+from ctxlab.schema import Transcript
+
+NAME = "inspect_ai"
+SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+ATTACHMENT = "attachment://"
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+EVENT_REASONS = {
+    "sample_init": "sample set-up; its input is the first messages of sample.messages",
+    "state": "task-state change; the messages it records are in sample.messages",
+    "store": "store change (solver/tool state)",
+    "step": "solver step boundary", "span_begin": "span boundary", "span_end": "span boundary",
+    "tool": "tool execution; its result is the tool message in sample.messages",
+    "sandbox": "sandbox command run by a tool", "score": "scoring, after the conversation",
+    "logger": "log message", "info": "informational event", "error": "sample error",
+    "input": "console input", "approval": "tool-call approval",
+    "subtask": "subtask bookkeeping", "sample_limit": "limit reached",
+}
+
+
+def resolve(value: Any, attachments: Mapping[str, str]) -> Any:
+    """``value`` with every ``attachment://<hash>`` string replaced by the attachment text."""
+    if isinstance(value, str):
+        if value.startswith(ATTACHMENT):
+            return attachments.get(value[len(ATTACHMENT):], value)
+        return value
+    if isinstance(value, list):
+        return [resolve(v, attachments) for v in value]
+    if isinstance(value, Mapping):
+        return {k: resolve(v, attachments) for k, v in value.items()}
+    return value
+
+
+def usage_fields(usage: Any) -> dict[str, int | None]:
+    """Call columns from an Inspect ``ModelUsage`` (see the module doc for inclusivity)."""
+    if not isinstance(usage, Mapping):
+        return {}
+    inp, out = count(usage.get("input_tokens")), count(usage.get("output_tokens"))
+    read, write = count(usage.get("input_tokens_cache_read")), count(
+        usage.get("input_tokens_cache_write"))
+    total = count(usage.get("total_tokens"))
+    cached = (read or 0) + (write or 0)
+    fields: dict[str, int | None] = {"cache_read": read, "cache_write": write,
+                                     "output_tokens": out,
+                                     "reasoning_tokens": count(usage.get("reasoning_tokens"))}
+    if inp is None:
+        return fields
+    exclusive = cached > 0 and total is not None and total == inp + (out or 0) + cached
+    fields["input_total"] = inp + cached if exclusive else inp
+    fields["input_tokens"] = inp if exclusive else inp - cached
+    return fields
+
+
+def tool_schema(tool: Mapping[str, Any]) -> dict[str, Any]:
+    """``{name, description, parameters}`` of an Inspect ToolInfo (or OpenAI-style tool)."""
+    fn = tool.get("function", tool)
+    return {"name": fn["name"], "description": fn.get("description"),
+            "parameters": fn.get("parameters")}
+
+
+def _blocks(content: Any) -> list[Mapping[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    if content is None:
+        return []
+    return [b if isinstance(b, Mapping) else {"type": "text", "text": str(b)} for b in content]
+
+
+class _Sample:
+    """Turns one sample into a session."""
+
+    def __init__(self, sample: Mapping[str, Any], prefix: str, log: RecordLog) -> None:
+        self.sample, self.prefix, self.log = sample, prefix, log
+        self.att = sample.get("attachments") or {}
+        sid = f"{sample['id']}:{sample.get('epoch', 1)}"
+        self.b = SessionBuilder(sid, log)
+        self.tools: dict[str, tuple[str, str | None]] = {}
+        self.tools_changed: list[int] = []
+
+    def where(self, what: str) -> str:
+        return f"{self.prefix}.{what}" if not self.prefix.endswith(".json") else \
+            f"{self.prefix}#{what}"
+
+    def model_events(self, events: list[Any]) -> list[tuple[int, Mapping[str, Any]]]:
+        """``(index, resolved event)`` of the model events that have an input and output."""
+        return [(j, resolve(ev, self.att)) for j, ev in enumerate(events)
+                if isinstance(ev, Mapping) and ev.get("event") == "model"
+                and isinstance(ev.get("input"), list) and isinstance(ev.get("output"), Mapping)]
+
+    def build(self) -> SessionBuilder:
+        b, log = self.b, self.log
+        messages = self.sample["messages"]
+        events = self.sample.get("events") or []
+        if not isinstance(messages, list) or not isinstance(events, list):
+            raise TypeError("sample.messages and sample.events must be lists")
+        ids = [m.get("id") if isinstance(m, Mapping) else None for m in messages]
+        index = {m_id: i for i, m_id in enumerate(ids) if m_id is not None}
+        models = self.model_events(events)
+        # which message each call produced, and how many messages it saw
+        out_of: dict[int, int] = {}
+        seen: list[int] = []
+        for k, (_, ev) in enumerate(models):
+            choices = (ev.get("output") or {}).get("choices") or []
+            out_id = choices[0].get("message", {}).get("id") if choices else None
+            if out_id in index and index[out_id] not in out_of:
+                out_of[index[out_id]] = k
+            in_ids = [m.get("id") for m in ev.get("input") or [] if isinstance(m, Mapping)]
+            hits = [index[i] for i in in_ids if i in index]
+            seen.append(max(hits) + 1 if hits else min(len(ev.get("input") or []), len(ids)))
+        # tool schemas of the first call open the session
+        n_schema = 0
+        if models:
+            first = [to_json(tool_schema(t)) for t in models[0][1].get("tools") or []]
+            if first:
+                b.message("system")
+            for text, tool in zip(first, models[0][1].get("tools") or []):
+                b.part("tool_schema", text, tool_name=tool_schema(tool)["name"],
+                       source=log.location(where=self.where(f"events[{models[0][0]}].tools")))
+                n_schema += 1
+            for k, (_, ev) in enumerate(models[1:], start=1):
+                if [to_json(tool_schema(t)) for t in ev.get("tools") or []] != first:
+                    self.tools_changed.append(k)
+        starts: list[float] = []
+        for i, m in enumerate(messages):
+            starts.append(b.next_pos)
+            w = self.where(f"messages[{i}]")
+            try:
+                k = out_of.get(i)
+                extra = {"input_messages": len(models[k][1].get("input") or [])} \
+                    if k is not None else None
+                n = self.message(resolve(m, self.att), k, w, extra)
+                log.used(f"message:{m.get('role')}", where=w, parts=n)
+            except SHAPE_ERRORS as e:
+                log.skipped("message", f"unexpected shape: {type(e).__name__}: {e}", where=w)
+        starts.append(b.next_pos)
+        for k, (j, ev) in enumerate(models):
+            out = ev.get("output") or {}
+            resp = (ev.get("call") or {}).get("response") if isinstance(ev.get("call"),
+                                                                        Mapping) else None
+            call_id = resp.get("id") if isinstance(resp, Mapping) else None
+            b.call(call_id=call_id or ev.get("uuid"), model=out.get("model") or ev.get("model"),
+                   ts=timestamp(ev.get("timestamp")), input_end_pos=starts[min(seen[k], len(ids))],
+                   source=log.location(where=self.where(f"events[{j}]")),
+                   **usage_fields(out.get("usage")))
+        first_model = models[0][0] if models else None
+        for j, ev in enumerate(events):
+            w = self.where(f"events[{j}]")
+            kind = ev.get("event") if isinstance(ev, Mapping) else None
+            if kind == "model" and any(j == mj for mj, _ in models):
+                log.used("event:model", where=w, parts=n_schema if j == first_model else 0)
+            elif kind == "model" or not isinstance(kind, str):
+                log.skipped(f"event:{kind}", "model event without input/output" if kind
+                            else "event without an 'event' type", where=w)
+            else:
+                log.ignored(f"event:{kind}", EVENT_REASONS.get(kind, "not model input"), where=w)
+        return b
+
+    def message(self, m: Mapping[str, Any], call: int | None, where: str,
+                extra: Mapping[str, Any] | None) -> int:
+        """Add one message's parts; returns how many."""
+        b = self.b
+        role = m["role"]
+        calls = [(str(tc["function"]), tc.get("arguments", {}), str(tc["id"]))
+                 for tc in m.get("tool_calls") or []] if role == "assistant" else []
+        blocks = _blocks(m.get("content"))
+        err = m.get("error") if role == "tool" else None
+        if isinstance(err, Mapping):
+            blocks = [{"type": "text", "text": f"Error: {err.get('message')}"}]
+        b.message(role, real_user=role == "user")
+        src = self.log.location(where=where)
+        meta: dict[str, Any] = {k: m[k] for k in ("id", "source", "model") if m.get(k)}
+        if err:
+            meta["is_error"] = True
+        if extra:
+            meta.update(extra)
+        link: dict[str, Any] = {}
+        if role == "tool":
+            tcid = str(m.get("tool_call_id")) if m.get("tool_call_id") is not None else None
+            name, fp = self.tools.get(tcid or "", (m.get("function"), None))
+            link = {"tool_name": m.get("function") or name, "tool_call_id": tcid, "file_path": fp}
+            if not blocks:
+                blocks = [{"type": "text", "text": ""}]
+        elif not blocks and not calls:
+            blocks = [{"type": "text", "text": ""}]
+        start = b.n_parts
+        for blk in blocks:
+            kind, text = self._block(blk, role)
+            pmeta = dict(meta)
+            if kind == "thinking":
+                pmeta.update({k: blk[k] for k in ("signature", "redacted") if blk.get(k)})
+            b.part(kind, text, call=call, source=src, meta=pmeta,
+                   **(link if kind in ("tool_result", "image") else {}))
+            meta = {"id": m.get("id")} if m.get("id") else {}
+        for name, args, tcid in calls:
+            fp = file_path_from_args(args)
+            b.part("tool_call", tool_call_text(name, args), tool_name=name, tool_call_id=tcid,
+                   file_path=fp, call=call, source=src, meta=meta or None)
+            self.tools[tcid] = (name, fp)
+            meta = {}
+        return b.n_parts - start
+
+    @staticmethod
+    def _block(blk: Mapping[str, Any], role: str) -> tuple[str, str]:
+        t = blk.get("type")
+        if t == "text":
+            return ("tool_result" if role == "tool" else "text"), str(blk.get("text", ""))
+        if t == "reasoning":
+            return "thinking", str(blk.get("reasoning", ""))
+        if t == "image":
+            return "image", str(blk.get("image", ""))
+        if t in ("audio", "video", "document", "data"):
+            return "attachment", to_json(dict(blk))
+        return ("tool_result" if role == "tool" else "text"), to_json(dict(blk))
+
+
+def _eval_samples(path: Path, log: RecordLog) -> tuple[dict[str, Any], Iterator[tuple[str, Any]]]:
+    """Header and ``(member name, sample)`` pairs of an ``.eval`` zip."""
+    try:
+        z = zipfile.ZipFile(path)
+        names = z.namelist()
+        header = json.loads(z.read("header.json")) if "header.json" in names else {}
+        order = {}
+        if "summaries.json" in names:
+            for i, s in enumerate(json.loads(z.read("summaries.json"))):
+                order[f"samples/{s['id']}_epoch_{s['epoch']}.json"] = i
+    except (zipfile.BadZipFile, OSError, KeyError, TypeError, ValueError) as e:
+        raise log.error(f"not a readable .eval archive: {type(e).__name__}: {e}") from None
+    members = sorted((n for n in names if n.startswith("samples/") and n.endswith(".json")),
+                     key=lambda n: (order.get(n, len(order)), n))
+
+    def gen() -> Iterator[tuple[str, Any]]:
+        with z:
+            for n in members:
+                try:
+                    raw = z.read(n)
+                    value = json.loads(raw)
+                    yield n, clean(value) if _SURROGATE.search(raw) else value
+                except (zipfile.BadZipFile, OSError, ValueError) as e:
+                    yield n, e
+    return header, gen()
+
+
+def sniff(path: Path, head: str) -> bool:
+    """``.eval`` zips, or a JSON object whose head shows an Inspect ``eval`` spec."""
+    if path.suffix == ".eval":
+        return head.startswith("PK")
+    h = head.lstrip()
+    return h.startswith("{") and '"eval"' in h and ('"eval_id"' in h or '"task_id"' in h) \
+        and '"version"' in h
+
+
+def load(path: Path, options: LoadOptions) -> Transcript:
+    """Load an Inspect AI log (``.json`` or ``.eval``): one session per sample and epoch."""
+    path = Path(path)
+    log = RecordLog(path, strict=options.strict)
+    if path.suffix == ".eval":
+        header, samples = _eval_samples(path, log)
+    else:
+        doc = read_json(path, log)
+        if may_hold_surrogates(path):
+            doc = clean(doc)
+        if not isinstance(doc, Mapping) or not isinstance(doc.get("eval"), Mapping):
+            raise log.error("not an Inspect AI log: expected a JSON object with an 'eval' spec")
+        header = doc
+        raw = doc.get("samples") or []
+        samples = iter([(f"samples[{i}]", s) for i, s in enumerate(raw)]
+                       if isinstance(raw, list) else [("samples", raw)])
+        for i, _ in enumerate(doc.get("reductions") or []):
+            log.ignored("reduction", "score reduction over epochs, not model input",
+                        where=f"reductions[{i}]")
+    builders: list[SessionBuilder] = []
+    tools_changed: dict[str, list[int]] = {}
+    for prefix, sample in samples:
+        try:
+            if isinstance(sample, Exception):
+                raise ValueError(f"sample file does not parse: {sample}")
+            s = _Sample(sample, prefix, log)
+            b = s.build()
+        except SHAPE_ERRORS as e:
+            log.skipped("sample", f"unexpected shape: {type(e).__name__}: {e}", where=prefix)
+            continue
+        log.used("sample", where=prefix, parts=0)
+        builders.append(b)
+        if s.tools_changed:
+            tools_changed[b.session] = s.tools_changed
+    ev = header.get("eval") if isinstance(header.get("eval"), Mapping) else {}
+    meta: dict[str, Any] = {"format": NAME, "path": str(path), "version": header.get("version"),
+                            "status": header.get("status"), "task": ev.get("task"),
+                            "model": ev.get("model"),
+                            "inspect_version": (ev.get("packages") or {}).get("inspect_ai")}
+    stats = header.get("stats")
+    if isinstance(stats, Mapping) and stats.get("model_usage"):
+        meta["model_usage"] = stats["model_usage"]
+    if tools_changed:
+        meta["tools_changed"] = tools_changed
+    return assemble(builders, log, meta)
+
+
+LOADER = register(Loader(name=NAME, description="Inspect AI eval log (.json or .eval zip): exact "
+                         "per-call input and tool schemas", sniff=sniff, load=load, priority=50))

@@ -1,0 +1,154 @@
+"""Reading input records and accounting for every one of them.
+
+`RecordLog` is the load report under construction: each record read is marked
+used, ignored (a known record the model never saw) or skipped (a problem), with
+its file, line and reason. In strict mode a skip raises `LoadError` instead.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import pandas as pd
+
+from ctxlab.errors import LoadError
+from ctxlab.schema import REPORT_COLUMNS, LoadReport, coerce
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadOptions:
+    """Options every loader accepts.
+
+    Attributes:
+        strict: raise `LoadError` at the first record that cannot be used.
+        sidechains: also load sub-agent conversations (as sessions of their own).
+    """
+
+    strict: bool = False
+    sidechains: bool = False
+
+
+class RecordLog:
+    """Collects one report row per input record."""
+
+    def __init__(self, path: Path | str, *, strict: bool = False) -> None:
+        self.file = str(path)
+        self.strict = strict
+        self._rows: dict[str, list[Any]] = {c.name: [] for c in REPORT_COLUMNS}
+
+    def _add(self, line: int | None, where: str | None, record: str, status: str,
+             parts: int, reason: str | None) -> None:
+        r = self._rows
+        r["file"].append(self.file)
+        r["line"].append(line)
+        r["where"].append(where if where is not None else f"line {line}")
+        r["record"].append(record)
+        r["status"].append(status)
+        r["parts"].append(parts)
+        r["reason"].append(reason)
+
+    def used(self, record: str, *, line: int | None = None, where: str | None = None,
+             parts: int = 0) -> None:
+        """The record became parts, calls, events or transcript metadata."""
+        self._add(line, where, record, "used", parts, None)
+
+    def ignored(self, record: str, reason: str, *, line: int | None = None,
+                where: str | None = None) -> None:
+        """A known record that is not model input (UI bookkeeping, progress...)."""
+        self._add(line, where, record, "ignored", 0, reason)
+
+    def skipped(self, record: str, reason: str, *, line: int | None = None,
+                where: str | None = None) -> None:
+        """A record that could not be used; raises `LoadError` in strict mode."""
+        if self.strict:
+            raise LoadError(f"{reason} (record type {record!r}); load with strict=False to "
+                            f"skip it and list it in the load report",
+                            path=self.file, line=line, where=where)
+        self._add(line, where, record, "skipped", 0, reason)
+
+    def location(self, line: int | None = None, where: str | None = None) -> str:
+        """``file:line`` or ``file#where``, for the ``source`` column."""
+        if line is not None:
+            return f"{self.file}:{line}"
+        return f"{self.file}#{where}" if where else self.file
+
+    def report(self) -> LoadReport:
+        return LoadReport(records=coerce(self._rows, REPORT_COLUMNS))
+
+    def error(self, reason: str, *, line: int | None = None, where: str | None = None) -> LoadError:
+        """A `LoadError` for this file (for problems that stop the whole file)."""
+        return LoadError(reason, path=self.file, line=line, where=where)
+
+
+def read_text(path: Path) -> str:
+    """The file as text; undecodable bytes are kept as U+FFFD rather than failing."""
+    return path.read_bytes().decode("utf-8", errors="replace")
+
+
+def iter_jsonl(path: Path, log: RecordLog) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, value)`` for each parseable JSON line.
+
+    Blank lines are not records. A line that does not parse is reported as
+    skipped: "truncated last line" when it is the unterminated last line, else
+    "malformed JSON" with the parser's message.
+    """
+    text = read_text(path)
+    lines = text.split("\n")
+    last_terminated = text.endswith("\n")
+    for i, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        try:
+            value = json.loads(raw)
+        except RecursionError:
+            log.skipped("invalid-json", "JSON nested too deeply to parse", line=i)
+            continue
+        except json.JSONDecodeError as e:
+            is_last = i == len(lines) and not last_terminated
+            reason = ("truncated last line (the writer was probably interrupted)" if is_last
+                      else f"malformed JSON: {e.msg} at column {e.colno}")
+            log.skipped("invalid-json", reason, line=i)
+            continue
+        yield i, value
+
+
+def read_json(path: Path, log: RecordLog) -> Any:
+    """Parse a whole-file JSON document or raise `LoadError` naming file:line."""
+    text = read_text(path)
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise log.error("JSON nested too deeply to parse") from None
+    except json.JSONDecodeError as e:
+        raise log.error(f"malformed JSON: {e.msg} at column {e.colno}; the file may be "
+                        f"truncated or not a JSON document", line=e.lineno) from None
+
+
+def as_int(value: Any) -> int | None:
+    """An int from a recorded number, or None when absent/not a number."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return int(value)
+    return None
+
+
+def to_json(value: Any) -> str:
+    """Compact JSON text that keeps non-ASCII as is (used for arguments and meta)."""
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def ts_iso(value: Any) -> str | None:
+    """An ISO-8601 string from a recorded timestamp (ISO text or epoch seconds/ms)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        unit = "ms" if value > 1e11 else "s"
+        return pd.Timestamp(value, unit=unit, tz="UTC").isoformat()
+    return str(value)

@@ -1,0 +1,112 @@
+"""The loader registry: built-in formats and plugins register the same way.
+
+A loader is a `Loader`: a name, a ``sniff(path, head)`` test on the first bytes
+of a file, and a ``load(path, options)`` function returning a `Transcript`.
+Built-in loaders are imported on first use; plugins come from the
+``ctxlab.loaders`` entry-point group, loaded once.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Callable
+
+from ctxlab.errors import ConfigError, LoadError
+from ctxlab.loaders.records import LoadOptions
+from ctxlab.schema import Transcript
+
+HEAD_BYTES = 65536
+
+BUILTIN_MODULES = ("claude_code", "codex", "gemini", "copilot_cli", "mini_swe_agent",
+                   "swe_agent", "openhands", "inspect_ai", "openai_messages",
+                   "anthropic_messages", "aider", "parquet")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Loader:
+    """One log format.
+
+    Attributes:
+        name: registry name, e.g. ``"claude_code"``.
+        description: one line for listings.
+        sniff: ``(path, head_text) -> bool``: does this file look like the format?
+        load: ``(path, options) -> Transcript``.
+        priority: when several loaders claim a file, the highest priority wins
+            (specific formats over generic message lists).
+        owner: ``(path) -> main file or None``: a file that belongs to another log (a
+            sub-agent transcript) is loaded with that log, not on its own, by `load_dir`.
+    """
+
+    name: str
+    description: str
+    sniff: Callable[[Path, str], bool]
+    load: Callable[[Path, LoadOptions], Transcript]
+    priority: int = 0
+    owner: Callable[[Path], Path | None] | None = None
+
+
+_REGISTRY: dict[str, Loader] = {}
+_LOADED = False
+
+
+def register(loader: Loader) -> Loader:
+    """Add a loader; a second loader with the same name is an error."""
+    if loader.name in _REGISTRY:
+        raise ConfigError(f"a loader named {loader.name!r} is already registered")
+    _REGISTRY[loader.name] = loader
+    return loader
+
+
+def _ensure_loaded() -> None:
+    global _LOADED
+    if _LOADED:
+        return
+    _LOADED = True
+    for mod in BUILTIN_MODULES:
+        importlib.import_module(f"ctxlab.loaders.{mod}")
+    for ep in entry_points(group="ctxlab.loaders"):
+        obj = ep.load()
+        if isinstance(obj, Loader) and obj.name not in _REGISTRY:
+            register(obj)
+
+
+def names() -> list[str]:
+    """Names of every registered loader."""
+    _ensure_loaded()
+    return sorted(_REGISTRY)
+
+
+def get(name: str | Loader) -> Loader:
+    """A loader by name (or the instance itself); unknown names list the known ones."""
+    if isinstance(name, Loader):
+        return name
+    _ensure_loaded()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"unknown format {name!r}; known formats: {', '.join(names())}") from None
+
+
+def read_head(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return fh.read(HEAD_BYTES).decode("utf-8", errors="replace")
+
+
+def detect(path: str | Path) -> Loader:
+    """The loader for a file, by content; raises `LoadError` listing the formats tried."""
+    path = Path(path)
+    if path.is_dir():
+        raise LoadError("is a directory; use ctxlab.load_dir() for a folder of logs",
+                        path=str(path))
+    if not path.exists():
+        raise LoadError("no such file", path=str(path))
+    _ensure_loaded()
+    head = read_head(path)
+    matches = [ld for ld in _REGISTRY.values() if ld.sniff(path, head)]
+    if not matches:
+        raise LoadError(f"not a known transcript format; tried: {', '.join(names())}. "
+                        f"Pass format=... to force one", path=str(path))
+    return max(matches, key=lambda ld: ld.priority)

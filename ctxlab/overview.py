@@ -1,0 +1,87 @@
+"""Plain-data summaries of transcripts and corpora (what ``ctxlab info`` prints)."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import pandas as pd
+
+from ctxlab.loaders.corpus import Corpus
+from ctxlab.schema import Transcript
+
+SESSION_COLUMNS = ["session", "format", "parts", "messages", "turns", "tool_calls", "calls",
+                   "calls_with_usage", "first_input_total", "max_input_total",
+                   "last_input_total", "output_tokens", "compactions", "content_chars"]
+
+
+def sessions_df(source: Transcript | Corpus | Iterable[Transcript]) -> pd.DataFrame:
+    """One row per session: size, calls, reported usage and recorded compactions.
+
+    Example:
+        >>> import ctxlab, ctxlab.datasets
+        >>> t = ctxlab.load(ctxlab.datasets.path("coding_session_b"))
+        >>> int(sessions_df(t).loc[0, "calls"]) == len(t.calls)
+        True
+    """
+    transcripts = [source] if isinstance(source, Transcript) else list(source)
+    frames = [_one(t) for t in transcripts]
+    frames = [f for f in frames if len(f)]
+    if not frames:
+        return pd.DataFrame(columns=SESSION_COLUMNS)
+    return pd.concat(frames, ignore_index=True)
+
+
+def _one(t: Transcript) -> pd.DataFrame:
+    f, c, e = t.frame, t.calls, t.events
+    by = f.groupby("session", sort=False)
+    parts = pd.DataFrame({
+        "parts": by.size(),
+        "messages": by["msg"].nunique(),
+        "turns": by["turn"].max(),
+        "tool_calls": f[f["kind"] == "tool_call"].groupby("session").size(),
+        "content_chars": f["content"].str.len().groupby(f["session"]).sum(),
+    })
+    cb = c.groupby("session", sort=False)
+    calls = pd.DataFrame({
+        "calls": cb.size(),
+        "calls_with_usage": cb["input_total"].count(),
+        "first_input_total": cb["input_total"].first(),
+        "max_input_total": cb["input_total"].max(),
+        "last_input_total": cb["input_total"].last(),
+        "output_tokens": cb["output_tokens"].sum(min_count=1),
+    })
+    ev = e[e["origin"] == "recorded"].groupby("session").size().rename("compactions")
+    out = parts.join(calls, how="outer").join(ev, how="left")
+    out.index.name = "session"
+    out = out.reset_index()
+    out["format"] = str(t.meta.get("format"))
+    for col in ("parts", "messages", "turns", "tool_calls", "calls", "calls_with_usage",
+                "compactions", "content_chars"):
+        out[col] = out[col].fillna(0).astype("int64")
+    for col in ("first_input_total", "max_input_total", "last_input_total", "output_tokens"):
+        out[col] = out[col].astype("Int64")
+    order = {s: i for i, s in enumerate(t.sessions)}
+    out = out.sort_values("session", key=lambda s: s.map(order), kind="stable")
+    return out[SESSION_COLUMNS].reset_index(drop=True)
+
+
+def parts_by_role_kind_df(t: Transcript) -> pd.DataFrame:
+    """Part counts and characters by role and kind."""
+    f = t.frame
+    return (f.assign(chars=f["content"].str.len())
+            .groupby(["role", "kind"]).agg(parts=("part", "size"), chars=("chars", "sum"))
+            .reset_index())
+
+
+def usage_summary(t: Transcript) -> dict[str, int | None]:
+    """Totals of the reported usage over all calls (None where nothing was reported)."""
+    c = t.calls
+
+    def total(col: str) -> int | None:
+        s = c[col].dropna()
+        return int(s.sum()) if len(s) else None
+    return {"calls": len(c), "calls_with_usage": int(c["input_total"].notna().sum()),
+            "input_total": total("input_total"), "cache_read": total("cache_read"),
+            "cache_write": total("cache_write"), "output_tokens": total("output_tokens"),
+            "max_input_total": None if c["input_total"].dropna().empty
+            else int(c["input_total"].max())}

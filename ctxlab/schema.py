@@ -1,0 +1,324 @@
+"""The data model: columns declared as data, validation, and the `Transcript`.
+
+A transcript is tidy: one row per *part* (a message may hold text, thinking,
+tool calls, tool results, images...). Calls (one row per LLM request) and events
+(compactions: hide parts, insert parts) sit beside it. Nothing is deleted or
+edited in place: a compaction hides parts (``hidden_by``) and inserts new ones
+(``event``), so any state can be rewound.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Mapping, get_args
+
+import pandas as pd
+
+from ctxlab.errors import SchemaError
+
+Role = Literal["system", "user", "assistant", "tool"]
+Kind = Literal["text", "thinking", "tool_call", "tool_result", "tool_schema",
+               "attachment", "image", "summary", "marker"]
+ROLES: tuple[str, ...] = get_args(Role)
+KINDS: tuple[str, ...] = get_args(Kind)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Column:
+    """One declared column: its name, pandas dtype, whether it may be NA, and what it means."""
+
+    name: str
+    dtype: str
+    required: bool
+    doc: str
+    values: tuple[str, ...] = ()
+
+
+PART_COLUMNS: tuple[Column, ...] = (
+    Column(name="session", dtype="string", required=True, doc="session id"),
+    Column(name="part", dtype="Int64", required=True,
+           doc="stable id of the row within its session, never reused"),
+    Column(name="pos", dtype="float64", required=True,
+           doc="ordering key; inserted parts get a position between their neighbours"),
+    Column(name="msg", dtype="Int64", required=True,
+           doc="message index within the session; the parts of one message share it"),
+    Column(name="turn", dtype="Int64", required=True,
+           doc="user-turn number: 0 before the first real user message, then 1, 2, ..."),
+    Column(name="role", dtype="string", required=True, doc="who speaks", values=ROLES),
+    Column(name="kind", dtype="string", required=True, doc="what the part is", values=KINDS),
+    Column(name="content", dtype="string", required=True,
+           doc="the text the model sees (a tool call is its name and JSON arguments)"),
+    Column(name="tool_name", dtype="string", required=False, doc="tool of a call or result"),
+    Column(name="tool_call_id", dtype="string", required=False,
+           doc="links a tool call to its result"),
+    Column(name="file_path", dtype="string", required=False,
+           doc="file read or written by this tool call/result, when the arguments say"),
+    Column(name="call", dtype="Int64", required=False,
+           doc="index of the LLM call that produced this part (assistant parts)"),
+    Column(name="ts", dtype="datetime64[ns, UTC]", required=False, doc="timestamp"),
+    Column(name="hidden_by", dtype="Int64", required=False,
+           doc="event that hides this part; NA means visible"),
+    Column(name="event", dtype="Int64", required=False,
+           doc="event that inserted this part; NA means it is in the original log"),
+    Column(name="source", dtype="string", required=False,
+           doc="where in the input the part came from: file:line or file#json-path"),
+    Column(name="meta", dtype="string", required=False,
+           doc="JSON text of what the format recorded and the model did not see"),
+)
+
+CALL_COLUMNS: tuple[Column, ...] = (
+    Column(name="session", dtype="string", required=True, doc="session id"),
+    Column(name="call", dtype="Int64", required=True, doc="call index within the session"),
+    Column(name="call_id", dtype="string", required=False,
+           doc="the provider's or agent's id of the request/response"),
+    Column(name="model", dtype="string", required=False, doc="model name as recorded"),
+    Column(name="input_total", dtype="Int64", required=False,
+           doc="every input token the provider billed for the request, cached or not"),
+    Column(name="input_tokens", dtype="Int64", required=False,
+           doc="uncached input tokens as reported"),
+    Column(name="cache_read", dtype="Int64", required=False, doc="input tokens read from cache"),
+    Column(name="cache_write", dtype="Int64", required=False, doc="input tokens written to cache"),
+    Column(name="output_tokens", dtype="Int64", required=False, doc="output tokens reported"),
+    Column(name="reasoning_tokens", dtype="Int64", required=False,
+           doc="reasoning/thinking tokens reported (a subset or addition, per provider)"),
+    Column(name="ts", dtype="datetime64[ns, UTC]", required=False, doc="timestamp"),
+    Column(name="input_end_pos", dtype="float64", required=True,
+           doc="the call's input is every part visible then with pos below this"),
+    Column(name="source", dtype="string", required=False, doc="where in the input it was read"),
+)
+
+EVENT_COLUMNS: tuple[Column, ...] = (
+    Column(name="session", dtype="string", required=True, doc="session id"),
+    Column(name="event", dtype="Int64", required=True, doc="event id within the session"),
+    Column(name="origin", dtype="string", required=True,
+           doc="'recorded' for compactions found in the log (undone by rewind_recorded); "
+               "'rewind' (a user rewound the chat) and 'system_prompt' (the client swapped its "
+               "system prompt) are recorded history edits that stay; else the stage that made it"),
+    Column(name="trigger", dtype="string", required=False, doc="auto, manual, threshold, ..."),
+    Column(name="pre_tokens", dtype="Int64", required=False,
+           doc="context size before the compaction, as recorded"),
+    Column(name="pos", dtype="float64", required=True,
+           doc="where the event happened: calls with input_end_pos above it see its result"),
+    Column(name="reason", dtype="string", required=False, doc="why, in words"),
+    Column(name="source", dtype="string", required=False, doc="where in the input it was read"),
+    Column(name="meta", dtype="string", required=False, doc="JSON text of the recorded details"),
+)
+
+
+def empty_frame(columns: tuple[Column, ...]) -> pd.DataFrame:
+    """An empty frame with the declared columns and dtypes."""
+    return pd.DataFrame({c.name: pd.Series(dtype=c.dtype) for c in columns})
+
+
+def coerce(data: Mapping[str, list[Any]] | pd.DataFrame,
+           columns: tuple[Column, ...]) -> pd.DataFrame:
+    """Build a frame holding exactly the declared columns, in order, with their dtypes.
+
+    Missing optional columns are filled with NA.
+    """
+    n = len(next(iter(data.values()))) if len(data) else 0
+    out: dict[str, pd.Series] = {}
+    for c in columns:
+        values = data[c.name] if c.name in data else [None] * n
+        if c.dtype.startswith("datetime64"):
+            out[c.name] = _timestamps(values, c.dtype)
+        elif c.dtype == "string":
+            out[c.name] = _strings(values)
+        else:
+            out[c.name] = pd.Series(values, dtype=c.dtype)
+    return pd.DataFrame(out)
+
+
+_TS_MIN = pd.Timestamp("1678-01-01", tz="UTC")
+_TS_MAX = pd.Timestamp("2262-04-01", tz="UTC")
+
+
+def _timestamps(values: list[Any], dtype: str) -> pd.Series:
+    """Parse ISO-8601 text; unparseable or out-of-range values become NaT, never an error."""
+    ts = pd.to_datetime(pd.Series(values, dtype="object"), utc=True, format="ISO8601",
+                        errors="coerce")
+    return ts.where((ts >= _TS_MIN) & (ts < _TS_MAX)).astype(dtype)
+
+
+def _strings(values: list[Any]) -> pd.Series:
+    """A string column; lone UTF-16 surrogates (half an emoji) become U+FFFD."""
+    try:
+        return pd.Series(values, dtype="string")
+    except (UnicodeEncodeError, UnicodeError, ValueError, TypeError):
+        fixed = [v.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+                 if isinstance(v, str) else v for v in values]
+        return pd.Series(fixed, dtype="string")
+
+
+def _dtype_ok(series: pd.Series, dtype: str) -> bool:
+    if dtype.startswith("datetime64"):
+        return isinstance(series.dtype, pd.DatetimeTZDtype) and str(series.dtype.tz) == "UTC"
+    return str(series.dtype) == dtype
+
+
+def validate(frame: pd.DataFrame, strict: bool = True,
+             columns: tuple[Column, ...] = PART_COLUMNS) -> list[str]:
+    """Check a frame against declared columns, reporting every problem at once.
+
+    Args:
+        frame: the frame to check.
+        strict: raise `SchemaError` listing all problems (default) instead of returning them.
+        columns: the declaration to check against (parts by default).
+
+    Returns:
+        The list of problems (empty when the frame is valid).
+
+    Example:
+        >>> import ctxlab.schema as s
+        >>> s.validate(s.empty_frame(s.PART_COLUMNS))
+        []
+    """
+    problems: list[str] = []
+    for c in columns:
+        if c.name not in frame.columns:
+            problems.append(f"missing column {c.name!r} ({c.doc})")
+            continue
+        s = frame[c.name]
+        if not _dtype_ok(s, c.dtype):
+            problems.append(f"column {c.name!r} has dtype {s.dtype}, expected {c.dtype}")
+        if c.required and s.isna().any():
+            problems.append(f"column {c.name!r} is required but has {int(s.isna().sum())} NA value(s)")
+        if c.values:
+            bad = sorted(set(s.dropna().astype(str)) - set(c.values))
+            if bad:
+                problems.append(f"column {c.name!r} has unknown value(s) {bad}; "
+                                f"allowed: {list(c.values)}")
+    extra = [n for n in frame.columns if n not in {c.name for c in columns}]
+    if extra:
+        problems.append(f"undeclared column(s) {extra}")
+    if columns is PART_COLUMNS and not problems:
+        dup = frame.duplicated(["session", "part"])
+        if dup.any():
+            problems.append(f"{int(dup.sum())} duplicate (session, part) id(s)")
+    if problems and strict:
+        raise SchemaError(problems)
+    return problems
+
+
+REPORT_COLUMNS: tuple[Column, ...] = (
+    Column(name="file", dtype="string", required=True, doc="input file"),
+    Column(name="line", dtype="Int64", required=False,
+           doc="1-based line (JSONL, Markdown); NA inside a JSON document"),
+    Column(name="where", dtype="string", required=True,
+           doc="record locator: 'line 12' or a JSON path such as 'messages[3]'"),
+    Column(name="record", dtype="string", required=True, doc="record type as the format names it"),
+    Column(name="status", dtype="string", required=True,
+           doc="used (became parts/calls/events/meta), ignored (known, never sent to the model), "
+               "skipped (could not be used: see reason)",
+           values=("used", "ignored", "skipped")),
+    Column(name="parts", dtype="Int64", required=True, doc="parts made from this record"),
+    Column(name="reason", dtype="string", required=False, doc="why ignored or skipped"),
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LoadReport:
+    """Every input record and what became of it: nothing is dropped silently."""
+
+    records: pd.DataFrame
+
+    @property
+    def records_read(self) -> int:
+        return len(self.records)
+
+    @property
+    def parts_made(self) -> int:
+        return int(self.records["parts"].sum())
+
+    @property
+    def skipped(self) -> pd.DataFrame:
+        """Records that could not be used, with file, line and reason."""
+        return self.records[self.records["status"] == "skipped"]
+
+    def summary_df(self) -> pd.DataFrame:
+        """Counts by record type and status."""
+        r = self.records
+        return (r.assign(n=1).groupby(["record", "status"], dropna=False, observed=True)
+                .agg(records=("n", "sum"), parts=("parts", "sum")).reset_index())
+
+    @staticmethod
+    def concat(reports: list[LoadReport]) -> LoadReport:
+        frames = [r.records for r in reports if len(r.records)]
+        if not frames:
+            return LoadReport(records=empty_frame(REPORT_COLUMNS))
+        return LoadReport(records=pd.concat(frames, ignore_index=True))
+
+    def __str__(self) -> str:
+        s = self.records["status"].value_counts()
+        return (f"{self.records_read} records: {int(s.get('used', 0))} used, "
+                f"{int(s.get('ignored', 0))} ignored, {int(s.get('skipped', 0))} skipped; "
+                f"{self.parts_made} parts")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Transcript:
+    """A loaded log: parts, calls, events, metadata and the load report.
+
+    Attributes:
+        frame: one row per part (`PART_COLUMNS`), in session and position order.
+        calls: one row per LLM call (`CALL_COLUMNS`).
+        events: compactions (`EVENT_COLUMNS`); recorded ones have ``origin == "recorded"``.
+        meta: format, source path, versions and other facts about the whole log.
+        load_report: what became of every input record.
+    """
+
+    frame: pd.DataFrame
+    calls: pd.DataFrame
+    events: pd.DataFrame
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    load_report: LoadReport
+
+    @property
+    def sessions(self) -> list[str]:
+        """Session ids in the order they appear."""
+        return list(pd.unique(self.frame["session"])) if len(self.frame) else \
+            list(pd.unique(self.calls["session"]))
+
+    def effective(self) -> pd.DataFrame:
+        """The parts the model saw last: visible parts in position order."""
+        f = self.frame
+        return f[f["hidden_by"].isna()].sort_values(["session", "pos"], kind="stable")
+
+    def rewind_recorded(self) -> Transcript:
+        """The uncompacted log: recorded compactions undone (summaries removed, parts shown)."""
+        recorded = self.events[self.events["origin"] == "recorded"]
+        if recorded.empty:
+            return self
+        keys = set(zip(recorded["session"], recorded["event"].astype("int64")))
+        f = self.frame
+        inserted = pd.Series([(s, e) in keys for s, e in zip(f["session"], f["event"])],
+                             index=f.index, dtype=bool) & f["event"].notna()
+        hidden = pd.Series([(s, h) in keys for s, h in zip(f["session"], f["hidden_by"])],
+                           index=f.index, dtype=bool) & f["hidden_by"].notna()
+        frame = f[~inserted].copy()
+        frame.loc[hidden[~inserted], "hidden_by"] = pd.NA
+        events = self.events[self.events["origin"] != "recorded"].reset_index(drop=True)
+        return replace(self, frame=frame.reset_index(drop=True), events=events)
+
+    def session(self, session_id: str) -> Transcript:
+        """The part of this transcript that belongs to one session."""
+        if session_id not in set(self.frame["session"]) | set(self.calls["session"]):
+            raise KeyError(f"no session {session_id!r}; sessions: {self.sessions[:10]}")
+
+        def pick(df: pd.DataFrame) -> pd.DataFrame:
+            return df[df["session"] == session_id].reset_index(drop=True)
+        return replace(self, frame=pick(self.frame), calls=pick(self.calls),
+                       events=pick(self.events))
+
+    def validate(self, strict: bool = True) -> list[str]:
+        """Check frame, calls and events against their declared columns."""
+        problems = (validate(self.frame, False, PART_COLUMNS)
+                    + [f"calls: {p}" for p in validate(self.calls, False, CALL_COLUMNS)]
+                    + [f"events: {p}" for p in validate(self.events, False, EVENT_COLUMNS)])
+        if problems and strict:
+            raise SchemaError(problems)
+        return problems
+
+    def __repr__(self) -> str:
+        return (f"Transcript(format={self.meta.get('format')!r}, sessions={len(self.sessions)}, "
+                f"parts={len(self.frame)}, calls={len(self.calls)}, events={len(self.events)})")

@@ -1,0 +1,28 @@
+"""Shared fixtures: where the real logs are, and skipping cleanly when they are absent."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+REALDATA = Path(os.environ.get("CTXLAB_REALDATA", REPO.parent / "shared" / "realdata"))
+DATASETS = REPO / "datasets"
+
+
+def realdata_path(rel: str) -> Path:
+    """A file under ../shared/realdata, or skip the test with the reason."""
+    p = REALDATA / rel
+    if not p.exists():
+        pytest.skip(f"real transcripts not available: {p} is absent "
+                    f"(set CTXLAB_REALDATA or place shared/ beside the repository)")
+    return p
+
+
+@pytest.fixture
+def realdata() -> Path:
+    if not REALDATA.is_dir():
+        pytest.skip(f"real transcripts not available: {REALDATA} is absent")
+    return REALDATA

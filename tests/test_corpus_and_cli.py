@@ -1,0 +1,123 @@
+"""Folders of logs (load_dir), discover(), the CLI, and the Parquet round trip."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import ctxlab
+from ctxlab import datasets
+from ctxlab.cli import main
+from ctxlab.loaders.parquet import save_parquet
+
+from conftest import DATASETS, REALDATA
+
+
+def test_load_dir_on_datasets_lists_every_file():
+    c = ctxlab.load_dir(DATASETS)
+    files = c.files.set_index("path")
+    assert files.loc[str(DATASETS / "README.md"), "status"] == "not-a-log"
+    assert len(c) == len(datasets.names())
+    frame = c.frame
+    assert frame["session"].nunique() >= len(c)
+    assert len(c.calls) == sum(len(t.calls) for t in c)
+    assert c.load_report.skipped.empty
+
+
+def test_load_dir_keeps_subagent_files_with_their_session():
+    root = REALDATA / "claude_code" / "spotter"
+    if not root.is_dir():
+        pytest.skip(f"real transcripts not available: {root} is absent")
+    c = ctxlab.load_dir(root)
+    part_of = c.files[c.files["status"] == "part-of"]
+    assert len(part_of) == 6 and part_of["path"].str.contains("/subagents/").all()
+    assert len(c) == 3
+
+
+def test_load_dir_rejects_a_file(tmp_path: Path):
+    p = tmp_path / "a.jsonl"
+    p.write_text("{}\n")
+    with pytest.raises(ctxlab.LoadError, match="not a directory"):
+        ctxlab.load_dir(p)
+
+
+def test_discover_finds_logs_in_default_locations(tmp_path: Path):
+    src = datasets.path("coding_session_b")
+    proj = tmp_path / ".claude" / "projects" / "-home-me-app"
+    proj.mkdir(parents=True)
+    shutil.copy(src, proj / "abc.jsonl")
+    codex = tmp_path / ".codex" / "sessions" / "2026" / "01" / "02"
+    codex.mkdir(parents=True)
+    (codex / "rollout-2026-01-02T10-00-00-x.jsonl").write_text("{}\n")
+    (tmp_path / ".gemini" / "tmp" / "h" / "chats").mkdir(parents=True)
+    found = ctxlab.discover(home=tmp_path)
+    assert sorted(found["format"]) == ["claude_code", "codex"]
+    assert ctxlab.discover(home=tmp_path / "empty").empty
+
+
+def test_parquet_round_trip_is_exact(tmp_path: Path):
+    t = ctxlab.load(datasets.path("coding_session"))
+    out = save_parquet(t, tmp_path / "t.parquet")
+    back = ctxlab.load(out)
+    pd.testing.assert_frame_equal(back.frame, t.frame)
+    pd.testing.assert_frame_equal(back.calls, t.calls)
+    pd.testing.assert_frame_equal(back.events, t.events)
+    pd.testing.assert_frame_equal(back.load_report.records, t.load_report.records)
+    assert dict(back.meta) == dict(t.meta)
+    pd.testing.assert_frame_equal(back.rewind_recorded().frame, t.rewind_recorded().frame)
+
+
+def test_foreign_parquet_is_refused(tmp_path: Path):
+    p = tmp_path / "other.parquet"
+    pd.DataFrame({"a": [1]}).to_parquet(p)
+    with pytest.raises(ctxlab.LoadError, match="without ctxlab metadata"):
+        ctxlab.load(p)
+
+
+def test_cli_info_on_a_file(capsys: pytest.CaptureFixture[str]):
+    assert main(["info", str(datasets.path("coding_session"))]) == 0
+    out = capsys.readouterr().out
+    t = ctxlab.load(datasets.path("coding_session"))
+    assert "format:      claude_code" in out
+    assert f"calls:       {len(t.calls):,}" in out
+    assert "recorded compactions: 1" in out
+    assert "load report:" in out and "parts by role and kind" in out
+
+
+def test_cli_info_on_a_folder(capsys: pytest.CaptureFixture[str]):
+    assert main(["info", str(DATASETS)]) == 0
+    out = capsys.readouterr().out
+    assert f"{len(datasets.names())} logs" in out
+    for name in datasets.names():
+        sid = ctxlab.load(datasets.path(name)).sessions[0]
+        assert sid in out
+
+
+def test_cli_convert_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    out = tmp_path / "s.parquet"
+    assert main(["convert", str(datasets.path("openai_sessions")), "-o", str(out)]) == 0
+    assert "wrote" in capsys.readouterr().out
+    a, b = ctxlab.load(datasets.path("openai_sessions")), ctxlab.load(out)
+    pd.testing.assert_frame_equal(a.frame, b.frame)
+
+
+def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    p = tmp_path / "bad.txt"
+    p.write_text("hello\n")
+    assert main(["info", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ctxlab: error: ") and "tried:" in err
+
+
+def test_cli_strict_names_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    src = datasets.path("coding_session_b").read_text(encoding="utf-8").splitlines()
+    src.insert(3, "{not json")
+    p = tmp_path / "broken.jsonl"
+    p.write_text("\n".join(src) + "\n", encoding="utf-8")
+    assert main(["info", str(p), "--format", "claude_code"]) == 0
+    assert "skipped " + f"{p}:4" in capsys.readouterr().out
+    assert main(["info", str(p), "--format", "claude_code", "--strict"]) == 2
+    assert f"{p}:4" in capsys.readouterr().err

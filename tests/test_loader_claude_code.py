@@ -1,0 +1,470 @@
+"""Claude Code session JSONL loader: real sessions, a hand-made fixture, corruption."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+
+import ctxlab
+from conftest import realdata_path
+from corrupt_strategies import assert_accounts, corrupt, corruptions, expected_wheres
+from ctxlab.errors import LoadError
+from ctxlab.loaders import claude_code
+from golden import check_golden
+
+SPOTTER = {  # session -> (calls, preTokens, last pre-compaction prompt total) per FORMATS.md
+    "4d5611e5-241a-462a-8d15-5122611a9569": (139, 170251, 164831),
+    "258c7280-ae70-4798-800f-63464d01a85d": (152, 167094, 166759),
+    "8463c716-a2ea-4c14-9efa-87158ebd9f20": (143, 167731, 167094),
+}
+VIEWER = ["5c0375b4-57a5-4f26-b12d-d022ee4e51b7", "fe5e1c67-53e7-4862-81ae-d0e013e3270b"]
+REAL = {  # golden name -> file; the ones with sub-agents also get a sidechains=True golden
+    **{f"spotter_{s[:8]}": f"spotter/{s}.jsonl" for s in SPOTTER},
+    **{f"viewer_{s[:8]}": f"claude-code-viewer/{s}.jsonl" for s in VIEWER},
+    "vibecodingtracker": "vibecodingtracker/claude_code.jsonl",
+}
+GOLDEN = [(name, False) for name in REAL] + [(n, True) for n in REAL if n != "vibecodingtracker"]
+
+
+def lines_of(path: Path) -> list[int]:
+    text = path.read_bytes().decode("utf-8", errors="replace")
+    return [i for i, ln in enumerate(text.split("\n"), 1) if ln.strip()]
+
+
+def assert_every_line_once(t: ctxlab.Transcript, path: Path) -> None:
+    rep = t.load_report.records
+    got = sorted(rep.loc[rep["file"] == str(path), "line"].astype(int).tolist())
+    assert got == lines_of(path)
+
+
+# ---- real files -------------------------------------------------------------------------
+@pytest.mark.realdata
+@pytest.mark.parametrize(("name", "sidechains"), GOLDEN)
+def test_golden(name: str, sidechains: bool) -> None:
+    path = realdata_path(f"claude_code/{REAL[name]}")
+    t = ctxlab.load(path, sidechains=sidechains)
+    assert t.meta["format"] == "claude_code" and t.meta["path"] == str(path)
+    check_golden(f"claude_code__{name}" + ("_sidechains" if sidechains else ""), t)
+    for f in t.load_report.records["file"].unique():
+        assert_every_line_once(t, Path(f))
+    assert t.load_report.parts_made == len(t.frame)
+    assert t.load_report.skipped.empty
+    assert ctxlab.load(path, sidechains=sidechains, strict=True).frame.equals(t.frame)
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize("sid", list(SPOTTER))
+def test_spotter_calls_and_compaction(sid: str) -> None:
+    n_calls, pre_tokens, last_before = SPOTTER[sid]
+    path = realdata_path(f"claude_code/spotter/{sid}.jsonl")
+    t = ctxlab.load(path)
+    assert t.sessions == [sid] and t.meta["version"] == "2.1.39"
+    assert t.meta["models"] == ["claude-opus-4-6"] and t.meta["session_ids"] == [sid]
+    c = t.calls
+    assert len(c) == n_calls == c["call_id"].nunique()
+    assert (c["input_total"] == c["input_tokens"] + c["cache_write"] + c["cache_read"]).all()
+    ev = t.events
+    assert len(ev) == 1 and ev["trigger"].tolist() == ["auto"]
+    assert ev["pre_tokens"].tolist() == [pre_tokens] and ev["origin"].tolist() == ["recorded"]
+    before = c[c["input_end_pos"] <= ev["pos"].iloc[0]]
+    after = c[c["input_end_pos"] > ev["pos"].iloc[0]]
+    assert before["input_total"].iloc[-1] == last_before
+    assert 32_000 <= after["input_total"].iloc[0] <= 45_000
+    f = t.frame
+    summary = f[f["kind"] == "summary"]
+    assert len(summary) == 1 and summary["role"].iloc[0] == "user"
+    assert summary["event"].iloc[0] == 0 and summary["pos"].iloc[0] == ev["pos"].iloc[0]
+    assert summary["content"].iloc[0].startswith("This session is being continued")
+    assert (f.loc[f["pos"] < ev["pos"].iloc[0], "hidden_by"] == 0).all()
+    assert f.loc[f["pos"] >= ev["pos"].iloc[0], "hidden_by"].isna().all()
+    eff = t.effective()
+    assert eff["hidden_by"].isna().all() and (eff["kind"] == "summary").sum() == 1
+    assert eff["pos"].iloc[0] == ev["pos"].iloc[0]
+    r = t.rewind_recorded()
+    assert (r.frame["kind"] != "summary").all() and r.frame["hidden_by"].isna().all()
+    assert len(r.frame) == len(f) - 1 and r.events.empty
+    # tool linkage: every call has exactly one result, same tool and file
+    calls = f[f["kind"] == "tool_call"].set_index("tool_call_id")
+    results = f[f["kind"] == "tool_result"].set_index("tool_call_id")
+    assert sorted(calls.index) == sorted(results.index) and calls.index.is_unique
+    assert (results["tool_name"] == calls.loc[results.index, "tool_name"]).all()
+    assert results["file_path"].fillna("").equals(
+        calls.loc[results.index, "file_path"].fillna(""))
+    assert (f.loc[f["role"] == "assistant", "call"].notna()).all()
+    assert f.loc[f["role"] != "assistant", "call"].isna().all()
+
+
+@pytest.mark.realdata
+def test_spotter_4d5611e5_facts() -> None:
+    sid = "4d5611e5-241a-462a-8d15-5122611a9569"
+    path = realdata_path(f"claude_code/spotter/{sid}.jsonl")
+    recs = [json.loads(ln) for ln in path.read_text(encoding="utf-8").splitlines()]
+    usage_lines = sum(r["type"] == "assistant" and "usage" in r["message"] for r in recs)
+    assert usage_lines == 254
+    t = ctxlab.load(path)
+    first = t.calls.iloc[0]
+    assert (first["input_tokens"], first["cache_write"], first["cache_read"]) == (3, 15005, 11442)
+    assert first["input_total"] == 26450
+    meta = json.loads(t.events["meta"].iloc[0])
+    s = meta["summarizer_call"]
+    assert (s["input_tokens"], s["cache_write"], s["cache_read"]) == (3, 8681, 164830)
+    assert s["input_total"] == 173514 and s["model"] == "claude-opus-4-6"
+    assert s["source"].endswith("agent-acompact-e1f845.jsonl:5")
+    # the boundary's logicalParentUuid is not in the file: the chain continues from line 753
+    assert meta["logical_parent_missing"] is True and meta["continued_from_line"] == 753
+    f = t.frame
+    assert f.loc[f["kind"] == "summary", "pos"].iloc[0] == 191 == (f["hidden_by"] == 0).sum()
+    humans = f[(f["turn"].diff().fillna(1) != 0)]
+    assert humans["content"].str[:8].tolist() == ["Work on ", "continue"]
+    notes = f[f["content"].str.startswith("<task-notification>")]
+    assert len(notes) == 1 and json.loads(notes["meta"].iloc[0])["category"] == "task_notification"
+    # the acompact file is read for the event, and its records are accounted for
+    rep = t.load_report.records
+    compact = rep[rep["file"].str.endswith("agent-acompact-e1f845.jsonl")]
+    assert compact["status"].tolist() == ["ignored"] * 4 + ["used"]
+
+
+@pytest.mark.realdata
+def test_spotter_sidechains_and_owner() -> None:
+    sid = "4d5611e5-241a-462a-8d15-5122611a9569"
+    path = realdata_path(f"claude_code/spotter/{sid}.jsonl")
+    t = ctxlab.load(path, sidechains=True)
+    assert t.sessions == [sid, f"{sid}/agent-a2898e3", f"{sid}/agent-acompact-e1f845"]
+    assert t.calls.groupby("session").size().to_dict() == {
+        sid: 139, f"{sid}/agent-a2898e3": 12, f"{sid}/agent-acompact-e1f845": 1}
+    sub = t.session(f"{sid}/agent-a2898e3")
+    assert sub.frame["turn"].max() == 1 and set(sub.calls["model"]) == {
+        "claude-sonnet-4-5-20250929"}
+    comp = t.session(f"{sid}/agent-acompact-e1f845")
+    assert comp.calls["input_total"].tolist() == [173514]
+    assert comp.frame["kind"].tolist() == ["text"] * 5     # 3 hook reminders, prompt, reply
+    folder = path.parent / sid / "subagents"
+    for p in folder.glob("*.jsonl"):
+        assert claude_code.owner(p) == path
+    assert claude_code.owner(path) is None
+    corpus = ctxlab.load_dir(path.parent)
+    files = corpus.files.set_index("path")
+    assert files.loc[str(folder / "agent-a2898e3.jsonl"), "status"] == "part-of"
+    assert files.loc[str(path), "status"] == "log"
+
+
+@pytest.mark.realdata
+def test_viewer_interleaved_sidechains() -> None:
+    path = realdata_path(f"claude_code/claude-code-viewer/{VIEWER[1]}.jsonl")
+    t = ctxlab.load(path)
+    rep = t.load_report.records
+    assert (rep["reason"] == claude_code.SIDECHAIN).sum() == 405
+    assert len(t.calls) == 9 and t.meta["titles"] == [
+        "Empty Repo Setup: CLAUDE.md Foundation Created"]
+    assert rep.loc[rep["record"] == "summary", "status"].tolist() == ["ignored"]
+    assert t.frame["turn"].max() == 2            # the /orchestrator prompt command, "Thanks!..."
+    ts = ctxlab.load(path, sidechains=True)
+    assert len(ts.sessions) == 6 and len(ts.calls) == 170
+    assert all(s.startswith(f"{VIEWER[1]}/") for s in ts.sessions[1:])
+    assert (ts.load_report.records["status"] == "used").sum() == 437
+
+
+@pytest.mark.realdata
+def test_vibecodingtracker_resumed_session() -> None:
+    path = realdata_path("claude_code/vibecodingtracker/claude_code.jsonl")
+    t = ctxlab.load(path)
+    assert t.sessions == ["b162b1ae-97bc-475f-9b5f-ffbf55ca5b3f"]
+    assert t.meta["session_ids"] == ["e9f146fa-3b20-48d0-9be4-d99ca901cae4",
+                                     "b162b1ae-97bc-475f-9b5f-ffbf55ca5b3f"]
+    assert len(t.calls) == 32
+    na = t.calls[t.calls["input_total"].isna()]
+    assert na["call_id"].tolist() == ["msg_taskstop_1"]       # recorded with "usage": {}
+    rep = t.load_report.records.set_index("line")
+    assert rep.loc[48, "reason"] == "duplicate uuid: superseded by the copy at line 49"
+    f = t.frame
+    assert f["turn"].max() == 4                      # /mcp and /exit are local commands
+    cats = f["meta"].map(lambda m: json.loads(m).get("category"))
+    assert cats.value_counts().to_dict() == {"local_command": 2, "command": 2, "interrupt": 2}
+    assert (f["content"].str.contains("[\u4e00-\u9fff]", regex=True)).any()
+    mcp = f[f["tool_name"].fillna("").str.startswith("mcp__")]
+    assert len(mcp) == 10 and set(mcp["kind"]) == {"tool_call", "tool_result"}
+
+
+@pytest.mark.realdata
+def test_strict_raises_on_corrupted_real_copy(tmp_path: Path) -> None:
+    src = realdata_path("claude_code/vibecodingtracker/claude_code.jsonl")
+    lines = src.read_text(encoding="utf-8").split("\n")
+    lines[9] = lines[9][: len(lines[9]) // 2]
+    p = tmp_path / "copy.jsonl"
+    p.write_text("\n".join(lines), encoding="utf-8")
+    with pytest.raises(LoadError) as e:
+        ctxlab.load(p, strict=True)
+    assert f"{p}:10" in str(e.value)
+    t = ctxlab.load(p)
+    assert t.load_report.skipped["line"].tolist() == [10]
+    assert_every_line_once(t, p)
+
+
+# ---- hand-made fixture ------------------------------------------------------------------
+def _usage(inp: int, write: int, read: int, out: int) -> dict[str, Any]:
+    return {"input_tokens": inp, "cache_creation_input_tokens": write,
+            "cache_read_input_tokens": read, "output_tokens": out}
+
+
+class _Log:
+    """Writes records with Claude Code's envelope; parents chain unless given."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+        self.last: str | None = None
+        self.n = 0
+
+    def add(self, kind: str, parent: Any = "last", **fields: Any) -> str:
+        self.n += 1
+        uuid = fields.pop("uuid", f"u{self.n}")
+        rec = {"parentUuid": self.last if parent == "last" else parent, "isSidechain": False,
+               "userType": "external", "cwd": "/w", "sessionId": "sess-1", "version": "2.1.0",
+               "gitBranch": "main", "type": kind, "uuid": uuid,
+               "timestamp": f"2026-01-01T00:00:{self.n:02d}.000Z", **fields}
+        self.records.append(rec)
+        if not rec["isSidechain"]:
+            self.last = uuid
+        return uuid
+
+    def user(self, content: Any, parent: Any = "last", **kw: Any) -> str:
+        return self.add("user", parent, message={"role": "user", "content": content}, **kw)
+
+    def assistant(self, mid: str, block: dict[str, Any], usage: dict[str, Any] | None,
+                  parent: Any = "last", model: str = "claude-test", **kw: Any) -> str:
+        msg = {"model": model, "id": mid, "type": "message", "role": "assistant",
+               "content": [block], "stop_reason": None}
+        if usage is not None:
+            msg["usage"] = usage
+        return self.add("assistant", parent, message=msg, requestId=f"req_{mid}", **kw)
+
+
+def fixture_records() -> list[dict[str, Any]]:
+    g = _Log()
+    g.records.append({"type": "file-history-snapshot", "messageId": "m0", "snapshot": {},
+                      "isSnapshotUpdate": False})
+    g.records.append({"type": "summary", "summary": "Fixture title", "leafUuid": "zz"})
+    g.add("progress", None, data={"type": "hook_progress", "hookEvent": "SessionStart"})
+    g.user("Fix the bug in a.py")
+    g.assistant("msg_1", {"type": "thinking", "thinking": "Look first.", "signature": "sig"},
+                _usage(10, 100, 1000, 3))
+    read = g.assistant("msg_1", {"type": "tool_use", "id": "t1", "name": "Read",
+                                 "input": {"file_path": "/w/a.py"}}, _usage(10, 100, 1000, 3))
+    g.add("progress", data={"type": "hook_progress", "hookEvent": "PreToolUse"})
+    g.user([{"type": "tool_result", "tool_use_id": "t1", "content": [
+        {"type": "text", "text": "1\tprint(1)"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                     "data": "iVBO"}}]}],
+        parent=read, toolUseResult={"file": {"filePath": "/w/a.py", "content": "print(1)"}})
+    g.last = read
+    g.assistant("msg_1", {"type": "tool_use", "id": "t2", "name": "Bash",
+                          "input": {"command": "ls"}}, _usage(10, 100, 1000, 77))
+    g.user([{"type": "tool_result", "tool_use_id": "t2", "content": "a.py", "is_error": True}],
+           toolUseResult="Error: exit 1")
+    found = g.assistant("msg_2", {"type": "text", "text": "Found it."}, _usage(1, 50, 1110, 5))
+    g.user("Actually, stop.", parent=found)                    # abandoned: the user edited it
+    g.user([{"type": "text", "text": "Please also add tests"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": "AAAA"}}], parent=found)
+    g.add("user", isSidechain=True, parent=None, uuid="side-root",
+          message={"role": "user", "content": "Sub task"})
+    g.add("assistant", isSidechain=True, parent="side-root", requestId="r",
+          message={"model": "claude-sub", "id": "msg_s", "role": "assistant",
+                   "content": [{"type": "text", "text": "Sub done"}], "usage": _usage(5, 0, 0, 2)})
+    g.assistant("msg_3", {"type": "text", "text": "Added tests."}, _usage(1, 20, 1160, 4))
+    g.user("Caveat: The messages below were generated by the user while running local "
+           "commands.", isMeta=True)
+    g.user("<command-name>/mcp</command-name>\n<command-message>mcp</command-message>")
+    g.user("<local-command-stdout>ok</local-command-stdout>")
+    g.add("system", subtype="api_error", level="error", content="overloaded")
+    last_before = g.last
+    g.add("system", None, subtype="compact_boundary", content="Conversation compacted",
+          logicalParentUuid=last_before, compactMetadata={"trigger": "manual", "preTokens": 1234})
+    g.user("This session is being continued from a previous conversation. Summary: bug fixed.",
+           isCompactSummary=True, isVisibleInTranscriptOnly=True)
+    g.user("shown in the UI only", isVisibleInTranscriptOnly=True)
+    g.user("<task-notification>\n<task-id>b1</task-id>\n</task-notification>")
+    g.user("Continue please")
+    g.assistant("msg_s0", {"type": "text", "text": "No response requested."},
+                _usage(0, 0, 0, 0), model="<synthetic>")
+    g.assistant("msg_4", {"type": "text", "text": "Continuing."}, _usage(2, 300, 0, 6))
+    g.records.append({"type": "weird-type", "uuid": "w1"})
+    return g.records
+
+
+def write(tmp_path: Path, records: list[dict[str, Any]], name: str = "sess-1.jsonl") -> Path:
+    p = tmp_path / name
+    p.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records),
+                 encoding="utf-8")
+    return p
+
+
+def write_subagents(main: Path) -> Path:
+    folder = main.parent / main.stem / "subagents"
+    folder.mkdir(parents=True)
+    env = {"isSidechain": True, "userType": "external", "cwd": "/w", "sessionId": "sess-1",
+           "version": "2.1.0", "gitBranch": "main"}
+    write(folder, [
+        {**env, "agentId": "acompact-1", "parentUuid": "u20", "type": "user", "uuid": "c1",
+         "timestamp": "2026-01-01T00:00:20.500Z",
+         "message": {"role": "user", "content": "Your task is to create a detailed summary"}},
+        {**env, "agentId": "acompact-1", "parentUuid": "c1", "type": "assistant", "uuid": "c2",
+         "timestamp": "2026-01-01T00:00:21.000Z", "requestId": "req_c",
+         "message": {"model": "claude-test", "id": "msg_c", "role": "assistant",
+                     "content": [{"type": "text", "text": "Summary: bug fixed."}],
+                     "usage": _usage(3, 8, 1300, 40)}}], "agent-acompact-1.jsonl")
+    write(folder, [
+        {**env, "agentId": "a9", "parentUuid": None, "type": "user", "uuid": "d1",
+         "timestamp": "2026-01-01T00:00:05.000Z",
+         "message": {"role": "user", "content": "Explore"}},
+        {**env, "agentId": "a9", "parentUuid": "d1", "type": "assistant", "uuid": "d2",
+         "timestamp": "2026-01-01T00:00:06.000Z", "requestId": "req_d",
+         "message": {"model": "claude-sub", "id": "msg_d", "role": "assistant",
+                     "content": [{"type": "text", "text": "Explored."}],
+                     "usage": _usage(1, 2, 3, 4)}}], "agent-a9.jsonl")
+    return folder
+
+
+def test_fixture_parts_calls_turns(tmp_path: Path) -> None:
+    p = write(tmp_path, fixture_records())
+    assert ctxlab.loaders.detect(p).name == "claude_code"
+    t = ctxlab.load(p)
+    f = t.frame.sort_values("pos")
+    assert t.sessions == ["sess-1"] and t.meta["titles"] == ["Fixture title"]
+    assert t.meta["version"] == "2.1.0" and t.meta["cwd"] == "/w" and t.meta["git_branch"] == "main"
+    assert f["kind"].tolist() == [
+        "text", "thinking", "tool_call", "tool_call", "tool_result", "image", "tool_result",
+        "text", "text", "image", "text", "text", "text", "text", "summary", "text", "text",
+        "text", "text"]
+    assert f["turn"].tolist() == [1] * 8 + [2] * 8 + [3] * 3
+    assert f["msg"].tolist() == [0, 1, 1, 1, 2, 2, 2, 3, 4, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]
+    # one call per message.id, usage of the last line; the <synthetic> line makes no call
+    c = t.calls
+    assert c["call_id"].tolist() == ["msg_1", "msg_2", "msg_3", "msg_4"]
+    assert c["input_total"].tolist() == [1110, 1161, 1181, 302]
+    assert c["output_tokens"].tolist() == [77, 5, 4, 6]
+    assert c["input_end_pos"].tolist() == [1.0, 7.0, 10.0, 18.0]
+    assert f["call"].fillna(-1).tolist() == [-1, 0, 0, 0, -1, -1, -1, 1, -1, -1, 2] + [-1] * 6 \
+        + [-1, 3]
+    # tool linkage, file path from the call's arguments, images split from the result
+    res = f[f["tool_call_id"].notna() & (f["role"] == "user")]
+    assert res["tool_name"].tolist() == ["Read", "Read", "Bash"]
+    assert res["file_path"].fillna("-").tolist() == ["/w/a.py", "/w/a.py", "-"]
+    assert res["content"].iloc[0] == "1\tprint(1)"
+    meta = [json.loads(m) for m in res["meta"]]
+    assert meta[0]["toolUseResult"] == {"keys": ["file"], "size": 56}
+    assert meta[2]["is_error"] is True and meta[2]["toolUseResult"]["keys"] == "str"
+    assert json.loads(f["meta"].iloc[1])["signature"] == "sig"
+    cats = f["meta"].map(lambda m: json.loads(m).get("category")).fillna("-").tolist()
+    assert cats[11:17] == ["-", "command", "local_command", "-", "task_notification", "-"]
+    assert json.loads(f["meta"].iloc[11])["isMeta"] is True
+    # the recorded compaction
+    ev = t.events.iloc[0]
+    assert (ev["trigger"], ev["pre_tokens"], ev["pos"]) == ("manual", 1234, 14.0)
+    assert "summarizer_call" not in json.loads(ev["meta"])
+    assert (f["hidden_by"].fillna(-1) == [0] * 14 + [-1] * 5).all()
+    assert f.loc[f["kind"] == "summary", "event"].tolist() == [0]
+    assert t.effective()["kind"].tolist()[0] == "summary"
+    r = t.rewind_recorded()
+    assert len(r.frame) == 18 and r.frame["hidden_by"].isna().all()
+    # the report: one entry per line, with the reasons
+    assert_every_line_once(t, p)
+    rep = t.load_report.records.set_index("line")
+    assert rep.loc[12, "reason"] == claude_code.OFF_CHAIN          # "Actually, stop."
+    assert rep.loc[14, "reason"] == rep.loc[15, "reason"] == claude_code.SIDECHAIN
+    assert rep.loc[20, "reason"].startswith("system (api_error)")
+    assert rep.loc[23, "reason"].startswith("visible in the transcript only")
+    assert rep.loc[2, "reason"].startswith("session title")
+    assert rep.loc[7, "reason"].startswith("progress (hook_progress)")
+    assert rep.loc[28, "status"] == "skipped" and "weird-type" in rep.loc[28, "reason"]
+    assert rep.loc[21, "status"] == "used" and rep.loc[21, "parts"] == 0   # the boundary
+
+
+def test_fixture_sidechains_and_subagent_files(tmp_path: Path) -> None:
+    p = write(tmp_path, fixture_records())
+    folder = write_subagents(p)
+    t = ctxlab.load(p)
+    s = json.loads(t.events["meta"].iloc[0])["summarizer_call"]
+    assert s["input_total"] == 1311 and s["call_id"] == "msg_c" and s["agent_id"] == "acompact-1"
+    assert t.sessions == ["sess-1"]
+    rep = t.load_report.records
+    assert set(rep["file"]) == {str(p), str(folder / "agent-acompact-1.jsonl")}
+    ts = ctxlab.load(p, sidechains=True)
+    assert ts.sessions == ["sess-1", "sess-1/side-root", "sess-1/agent-a9",
+                           "sess-1/agent-acompact-1"]
+    assert ts.calls.groupby("session", sort=False)["call_id"].agg(list).to_dict() == {
+        "sess-1": ["msg_1", "msg_2", "msg_3", "msg_4"], "sess-1/side-root": ["msg_s"],
+        "sess-1/agent-a9": ["msg_d"], "sess-1/agent-acompact-1": ["msg_c"]}
+    for f in ts.load_report.records["file"].unique():
+        assert_every_line_once(ts, Path(f))
+    assert claude_code.owner(folder / "agent-a9.jsonl") == p
+    alone = ctxlab.load(folder / "agent-a9.jsonl")
+    assert alone.sessions == ["sess-1/agent-a9"] and alone.frame["turn"].max() == 1
+
+
+def test_strict_raises_on_unknown_record(tmp_path: Path) -> None:
+    p = write(tmp_path, fixture_records())
+    with pytest.raises(LoadError, match=rf"{p.name}:28.*weird-type"):
+        ctxlab.load(p, strict=True)
+
+
+def test_shape_errors_are_skipped_not_raised(tmp_path: Path) -> None:
+    recs = fixture_records()
+    recs[3]["message"]["content"] = 5                        # the first user prompt
+    recs[8]["message"]["content"][0]["name"] = ["x"]         # the Bash tool_use
+    recs.append([1, 2])
+    p = write(tmp_path, recs)
+    t = ctxlab.load(p)
+    skipped = t.load_report.skipped.set_index("line")["reason"]
+    assert sorted(skipped.index) == [4, 9, 28, 29]
+    assert skipped[4].startswith("unexpected shape")
+    assert_every_line_once(t, p)
+    with pytest.raises(LoadError, match=rf"{p.name}:(4|9|28|29): "):
+        ctxlab.load(p, strict=True)
+
+
+def test_sniff_does_not_claim_other_jsonl(tmp_path: Path) -> None:
+    gemini = tmp_path / "session.jsonl"
+    gemini.write_text(json.dumps({"sessionId": "s", "projectHash": "h", "kind": "main"}) + "\n"
+                      + json.dumps({"id": "1", "type": "user", "content": "hi"}) + "\n")
+    codex = tmp_path / "rollout.jsonl"
+    codex.write_text(json.dumps({"timestamp": "t", "type": "session_meta",
+                                 "payload": {"id": "x", "parentUuid": "y"}}) + "\n")
+    for other in (gemini, codex):
+        assert not claude_code.sniff(other, other.read_text())
+    p = write(tmp_path, fixture_records())
+    assert claude_code.sniff(p, p.read_text())
+    assert not claude_code.sniff(p.with_suffix(".json"), p.read_text())
+
+
+@settings(max_examples=40, deadline=None)
+@given(c=corruptions)
+def test_corruption_is_reported_or_raises(tmp_path_factory: pytest.TempPathFactory,
+                                          c: tuple[str, int, int, bytes]) -> None:
+    good = "".join(json.dumps(r) + "\n" for r in fixture_records()).encode()
+    data = corrupt(good, c)
+    p = tmp_path_factory.mktemp("cc") / "sess.jsonl"
+    p.write_bytes(data)
+    try:
+        t = ctxlab.load(p)
+    except LoadError:
+        return
+    expected = expected_wheres(data, jsonl=True)
+    assert expected is not None
+    assert_accounts(t, expected)
+    assert len(t.load_report.records) == len(expected)
+    assert t.load_report.parts_made == len(t.frame)
+
+
+def test_cut_file_reports_truncated_last_line(tmp_path: Path) -> None:
+    data = write(tmp_path, fixture_records()).read_bytes()
+    cut = tmp_path / "cut.jsonl"
+    cut.write_bytes(data[: len(data) // 2])
+    t = ctxlab.load(cut)
+    assert t.load_report.skipped["reason"].str.startswith("truncated last line").all()
+    assert len(t.load_report.skipped) == 1
+    assert_every_line_once(t, cut)

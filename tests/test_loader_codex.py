@@ -1,0 +1,280 @@
+"""Codex CLI rollout loader: the real 0.39.0 file, a hand-made fixture with a compaction,
+and corruption."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ctxlab
+from ctxlab.errors import LoadError
+from ctxlab.loaders import codex
+from conftest import realdata_path
+from corrupt_strategies import corrupt, corruptions, expected_wheres
+from golden import check_golden
+
+REAL = "codex_cli/vibecodingtracker/codex.jsonl"
+# last_token_usage.input_tokens of the 19 distinct token_count events, checked by hand
+REAL_INPUT_TOTALS = [5645, 5822, 6565, 7138, 9152, 11236, 13061, 13233, 13372, 15133, 16610,
+                     17251, 17807, 17857, 17982, 18079, 20084, 22224, 22279]
+
+
+def _line(t: str, payload: dict[str, Any], ts: str = "2025-11-20T10:00:00.000Z") -> str:
+    return json.dumps({"timestamp": ts, "type": t, "payload": payload})
+
+
+def _msg(role: str, text: str) -> dict[str, Any]:
+    kind = "output_text" if role == "assistant" else "input_text"
+    return {"type": "message", "role": role, "content": [{"type": kind, "text": text}]}
+
+
+def _usage(total: int, inp: int, cached: int, out: int, reasoning: int = 0) -> dict[str, Any]:
+    last = {"input_tokens": inp, "cached_input_tokens": cached, "output_tokens": out,
+            "reasoning_output_tokens": reasoning, "total_tokens": inp + out}
+    return {"type": "token_count", "info": {"total_token_usage": {**last, "total_tokens": total},
+                                            "last_token_usage": last,
+                                            "model_context_window": 272000}}
+
+
+ENV = "<environment_context>\n  <cwd>/w</cwd>\n</environment_context>"
+SUMMARY = "SUMMARY: the bug in a.py is fixed."
+
+
+def fixture_lines() -> list[str]:
+    """cli 0.60.1 ordering: each token_count written twice, the first before the outputs;
+    then a compaction with replacement_history, and an answer without a token_count."""
+    return [
+        _line("session_meta", {"id": "sess-1", "cli_version": "0.60.1",
+                               "originator": "codex_cli_rs", "cwd": "/w", "instructions": None,
+                               "base_instructions": {"text": "You are Codex."}}),       # 1
+        _line("turn_context", {"cwd": "/w", "model": "gpt-5.1-codex"}),                     # 2
+        _line("response_item", _msg("developer", "<permissions instructions>x")),          # 3
+        _line("response_item", _msg("user", ENV)),                                          # 4
+        _line("response_item", _msg("user", "fix the bug")),                                # 5
+        _line("event_msg", {"type": "user_message", "message": "fix the bug"}),             # 6
+        _line("event_msg", {"type": "token_count", "info": None}),                          # 7
+        _line("event_msg", _usage(1100, 1000, 200, 100, 40)),                               # 8
+        _line("response_item", {"type": "reasoning", "summary": [
+            {"type": "summary_text", "text": "Looking at a.py"}], "content": None,
+            "encrypted_content": "gAAAAB" + "x" * 94}),                                     # 9
+        _line("response_item", {"type": "function_call", "name": "shell", "call_id": "c1",
+                                "arguments": json.dumps({"command": ["cat", "a.py"]})}),    # 10
+        _line("response_item", {"type": "function_call_output", "call_id": "c1",
+                                "output": "print(1)"}),                                     # 11
+        _line("turn_context", {"cwd": "/w", "model": "gpt-5.1-codex"}),                     # 12
+        _line("event_msg", _usage(1100, 1000, 200, 100, 40)),                               # 13
+        _line("event_msg", _usage(2400, 1250, 1000, 50)),                                   # 14
+        _line("response_item", {"type": "custom_tool_call", "name": "apply_patch",
+                                "call_id": "c2", "status": "completed",
+                                "input": "*** Begin Patch\n*** Update File: a.py\n@@\n-x\n+y\n"
+                                         "*** End Patch"}),                                 # 15
+        _line("response_item", {"type": "custom_tool_call_output", "call_id": "c2",
+                                "output": "Success"}),                                      # 16
+        _line("response_item", {"type": "ghost_snapshot", "ghost_commit": {"id": "abc"}}),  # 17
+        _line("response_item", _msg("assistant", "Done.")),                                 # 18
+        _line("compacted", {"message": SUMMARY, "replacement_history": [
+            _msg("user", ENV), _msg("user", "fix the bug"), _msg("user", SUMMARY)]}),      # 19
+        _line("event_msg", {"type": "context_compacted"}),                                  # 20
+        _line("turn_context", {"cwd": "/w", "model": "gpt-5.1-codex-max"}),                 # 21
+        _line("response_item", _msg("user", "now add tests")),                              # 22
+        _line("event_msg", _usage(3000, 500, 0, 100)),                                      # 23
+        _line("response_item", _msg("assistant", "Added.")),                                # 24
+        _line("response_item", _msg("user", "thanks")),                                     # 25
+        _line("response_item", _msg("assistant", "You're welcome.")),                       # 26
+        "",
+        _line("mystery", {"x": 1}),                                                         # 28
+    ]
+
+
+def write(tmp_path: Path, lines: list[str], name: str = "rollout.jsonl") -> Path:
+    p = tmp_path / name
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return p
+
+
+# ---- real file ----------------------------------------------------------------------------
+def test_golden() -> None:
+    t = ctxlab.load(realdata_path(REAL))
+    assert t.meta["format"] == "codex"
+    check_golden("codex__vibecodingtracker", t)
+
+
+def test_real_calls_and_usage() -> None:
+    path = realdata_path(REAL)
+    t = ctxlab.load(path)
+    c = t.calls
+    assert len(c) == 19  # MANIFEST: 19 calls
+    assert c["input_total"].tolist() == REAL_INPUT_TOTALS
+    # the calls add up to the cumulative totals of the last token_count
+    assert int(c["input_total"].sum()) == 270530
+    assert int(c["cache_read"].sum()) == 136832
+    assert int(c["output_tokens"].sum()) == 12551
+    assert int(c["reasoning_tokens"].sum()) == 9536
+    assert (c["input_tokens"] + c["cache_read"] == c["input_total"]).all()
+    assert c.loc[0, ["input_tokens", "cache_read"]].tolist() == [141, 5504]
+    assert set(c["model"]) == {"aide-gpt-5"}
+    assert t.meta["cli_version"] == "0.39.0" and t.meta["originator"] == "codex_vscode"
+    assert t.meta["session_id"] == "01996135-afde-7911-97f0-d863511eca56"
+
+
+def test_real_ordering_token_count_precedes_outputs() -> None:
+    """In 0.39.0 each token_count is written once, before the call's own output items:
+    call k's input is the environment context, the request and every earlier item."""
+    t = ctxlab.load(realdata_path(REAL))
+    f = t.frame
+    assert t.calls["input_end_pos"].tolist()[:3] == [2.0, 6.0, 10.0]
+    first = f[f["pos"] < 2]
+    assert first["kind"].tolist() == ["text", "text"]
+    assert first["content"].iloc[0].startswith("<environment_context>")
+    assert first["turn"].tolist() == [0, 1]  # injected context is not a turn
+    out = f[f["role"] == "assistant"]
+    assert out["call"].notna().all()
+    # every output part comes after its call's input boundary and before the next one's
+    ends = t.calls.set_index("call")["input_end_pos"]
+    assert (out["pos"] >= out["call"].map(ends)).all()
+    nxt = out["call"].map(lambda k: ends.get(k + 1, float("inf")))
+    assert (out["pos"] < nxt).all()
+    assert f["turn"].max() == 1
+
+
+def test_real_tool_linkage_and_report() -> None:
+    path = realdata_path(REAL)
+    t = ctxlab.load(path)
+    f = t.frame
+    calls = f[f["kind"] == "tool_call"]
+    results = f[f["kind"] == "tool_result"]
+    assert len(calls) == len(results) == 19
+    assert set(calls["tool_call_id"]) == set(results["tool_call_id"])
+    assert (results["role"] == "tool").all()
+    by_id = calls.set_index("tool_call_id")["tool_name"]
+    assert (results["tool_name"] == results["tool_call_id"].map(by_id)).all()
+    rep = t.load_report.records
+    assert sorted(rep["where"]) == sorted(expected_wheres(path.read_bytes(), jsonl=True))
+    assert rep["status"].value_counts().to_dict() == {"used": 98, "ignored": 12}
+    reasons = rep.loc[rep["record"] == "event_msg:agent_message", "reason"]
+    assert set(reasons) == {"UI event: duplicates response items"}
+    thinking = f[f["kind"] == "thinking"]
+    assert len(thinking) == 10 and (thinking["content"] == "").all()  # empty summaries
+
+
+# ---- hand-made fixture ------------------------------------------------------------------
+def test_fixture_calls(tmp_path: Path) -> None:
+    t = ctxlab.load(write(tmp_path, fixture_lines()))
+    c = t.calls
+    assert c["input_total"].tolist()[:3] == [1000, 1250, 500]
+    assert c["input_tokens"].tolist()[:3] == [800, 250, 500]
+    assert c["cache_read"].tolist()[:3] == [200, 1000, 0]
+    assert c["reasoning_tokens"].tolist()[0] == 40
+    assert c["model"].tolist() == ["gpt-5.1-codex"] * 2 + ["gpt-5.1-codex-max"] * 2
+    assert pd.isna(c.loc[3, "input_total"])  # "You're welcome." had no token_count
+    # parts: 0 base instructions, 1 developer, 2 env, 3 user | call 0: 4 reasoning, 5 call,
+    # 6 result | call 1: 7 patch, 8 result, 9 "Done." | 10-12 inserted | 13 user | 14 ...
+    assert c["input_end_pos"].tolist() == [4.0, 7.0, 14.0, 16.0]
+    f = t.frame.set_index("part")
+    assert f.loc[[4, 5, 7, 9, 14, 16], "call"].tolist() == [0, 0, 1, 1, 2, 3]
+    assert f.loc[[6, 8], "call"].isna().all()
+
+
+def test_fixture_parts(tmp_path: Path) -> None:
+    t = ctxlab.load(write(tmp_path, fixture_lines()))
+    f = t.frame.set_index("part")
+    assert f.loc[0, ["role", "content"]].tolist() == ["system", "You are Codex."]
+    assert f.loc[1, "role"] == "system" and json.loads(f.loc[1, "meta"])["role"] == "developer"
+    assert f.loc[4, "kind"] == "thinking" and f.loc[4, "content"] == "Looking at a.py"
+    assert json.loads(f.loc[4, "meta"])["encrypted_content_chars"] == 100
+    assert f.loc[5, "content"] == 'shell({"command": ["cat", "a.py"]})'
+    assert f.loc[6, ["role", "kind", "tool_name", "tool_call_id"]].tolist() == \
+        ["tool", "tool_result", "shell", "c1"]
+    assert f.loc[7, ["tool_name", "file_path"]].tolist() == ["apply_patch", "a.py"]
+    assert f.loc[8, "file_path"] == "a.py"
+    assert f.loc[[2, 3, 13, 15], "turn"].tolist() == [0, 1, 2, 3]
+    rep = t.load_report.records.set_index("line")
+    assert rep.loc[7, "reason"].startswith("no usage yet")
+    assert rep.loc[13, "reason"].startswith("second copy")
+    assert rep.loc[17, "reason"].startswith("git undo snapshot")
+    assert rep.loc[28, "status"] == "skipped"
+    assert sorted(rep.index) == [i for i in range(1, 29) if i != 27]
+
+
+def test_fixture_compaction(tmp_path: Path) -> None:
+    t = ctxlab.load(write(tmp_path, fixture_lines()))
+    ev = t.events
+    assert len(ev) == 1
+    e = ev.iloc[0]
+    assert (e["origin"], e["trigger"], int(e["pre_tokens"]), e["pos"]) == \
+        ("recorded", "auto", 1300, 10.0)
+    f = t.frame.set_index("part")
+    assert f.loc[0, "hidden_by"] is pd.NA  # the instructions are sent with every request
+    assert (f.loc[1:9, "hidden_by"] == 0).all()
+    inserted = f[f["event"] == 0]
+    assert inserted.index.tolist() == [10, 11, 12]
+    assert inserted["kind"].tolist() == ["text", "text", "summary"]
+    assert inserted["content"].iloc[2] == SUMMARY
+    assert (inserted["turn"] == 1).all()  # replayed messages are not new turns
+    visible = t.effective()["part"].tolist()
+    assert visible[:5] == [0, 10, 11, 12, 13]
+    un = t.rewind_recorded()
+    assert len(un.frame) == len(t.frame) - 3 and un.frame["hidden_by"].isna().all()
+
+
+def test_compaction_without_replacement_history(tmp_path: Path) -> None:
+    lines = [_line("session_meta", {"id": "s2", "instructions": "Be brief."}),
+             _line("response_item", _msg("user", "hi")),
+             _line("compacted", {"message": "they said hi", "trigger": "manual"}),
+             _line("response_item", _msg("user", "again"))]
+    t = ctxlab.load(write(tmp_path, lines))
+    f = t.frame
+    assert f["kind"].tolist() == ["text", "text", "summary", "text"]
+    assert f["hidden_by"].tolist()[:2] == [pd.NA, 0]
+    e = t.events.iloc[0]
+    assert e["trigger"] == "manual" and pd.isna(e["pre_tokens"])
+
+
+def test_sniff(tmp_path: Path) -> None:
+    p = write(tmp_path, fixture_lines())
+    assert ctxlab.loaders.detect(p).name == "codex"
+    assert not codex.sniff(p, '{"type":"user","message":{"role":"user"}}')
+
+
+def test_strict_names_file_and_line(tmp_path: Path) -> None:
+    lines = fixture_lines()
+    lines[4] = lines[4][:30]
+    p = write(tmp_path, lines)
+    with pytest.raises(LoadError, match=rf"{p.name}:5\b"):
+        ctxlab.load(p, strict=True)
+    lines = fixture_lines()[:-2]
+    lines[9] = _line("response_item", {"type": "function_call_output"})
+    with pytest.raises(LoadError, match=r":10\b.*unexpected shape"):
+        ctxlab.load(write(tmp_path, lines, "b.jsonl"), strict=True)
+
+
+def test_lone_surrogate_is_kept_loadable(tmp_path: Path) -> None:
+    lines = fixture_lines()
+    lines[4] = lines[4].replace("fix the bug", "fix \\ud83d the bug")
+    t = ctxlab.load(write(tmp_path, lines))
+    assert t.frame.set_index("part").loc[3, "content"] == "fix \ufffd the bug"
+
+
+@settings(max_examples=40, deadline=None)
+@given(cs=st.lists(corruptions, min_size=1, max_size=3))
+def test_corruption_is_reported_or_raises(cs: list[Any]) -> None:
+    import tempfile
+    data = ("\n".join(fixture_lines()) + "\n").encode()
+    for c in cs:
+        data = corrupt(data, c)
+    with tempfile.TemporaryDirectory() as tmp:
+        p = Path(tmp) / "rollout.jsonl"
+        p.write_bytes(data)
+        try:
+            t = ctxlab.load(p, format="codex")
+        except LoadError:
+            return
+        assert sorted(t.load_report.records["where"]) == \
+            sorted(expected_wheres(data, jsonl=True))
+        t.validate()
