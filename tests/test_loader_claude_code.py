@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pytest
 from hypothesis import given, settings
 

@@ -176,7 +176,7 @@ def python_tests(rng: random.Random, pkg: str, mod: str, cases: int) -> str:
         v, s = rng.choice(VERBS), rng.choice(STATES)
         out += ["", f"def test_{v}_{noun}s_{s}({noun}s):",
                 f"    result = {mod}.{v}_{noun}s({noun}s)",
-                f"    assert result is not None",
+                "    assert result is not None",
                 f'    assert all(r.status != "{s}" for r in {noun}s if r.amount_cents == 0)', ""]
     out += ["", f'@pytest.mark.parametrize("count", [0, 1, 7, {rng.randint(50, 900)}])',
             f"def test_bulk_{noun}s(count):",
@@ -286,7 +286,7 @@ def traceback_text(rng: random.Random, root: str, pkg: str, mod: str, func: str)
     frames = [(f"{root}/tests/test_{mod}.py", rng.randint(20, 90), f"test_{func}",
                f"result = {mod}.{func}({noun}s)"),
               (f"{root}/src/{pkg}/{mod}.py", rng.randint(40, 200), func,
-               f"payload = client.post(url, json=rows, timeout=timeout)"),
+               "payload = client.post(url, json=rows, timeout=timeout)"),
               (f"{root}/.venv/lib/python3.12/site-packages/httpx/_client.py", 1144, "post",
                "return self.request("),
               (f"{root}/.venv/lib/python3.12/site-packages/httpx/_transports/default.py", 232,

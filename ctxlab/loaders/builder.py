@@ -12,8 +12,8 @@ from typing import Any, Iterable, Mapping
 
 import pandas as pd
 
-from ctxlab.loaders.records import RecordLog, to_json
-from ctxlab.loaders.safe import clean, count
+from ctxlab.loaders.records import RecordLog, clean, to_json
+from ctxlab.loaders.safe import count
 from ctxlab.schema import (CALL_COLUMNS, EVENT_COLUMNS, PART_COLUMNS, KINDS, ROLES, Column,
                            LoadReport, Transcript, coerce)
 

@@ -343,8 +343,6 @@ def load(path: Path, options: LoadOptions) -> Transcript:
     path = Path(path)
     log = RecordLog(path, strict=options.strict)
     records = list(iter_jsonl(path, log))
-    if safe.may_hold_surrogates(path):
-        records = [(i, safe.clean(r)) for i, r in records]
     r = _Rollout(path, log, records)
     r.run()
     if r.model:

@@ -236,8 +236,6 @@ def load(path: Path, options: LoadOptions) -> Transcript:
     path = Path(path)
     log = RecordLog(path, strict=options.strict)
     records = list(iter_jsonl(path, log))
-    if safe.may_hold_surrogates(path):
-        records = [(i, safe.clean(r)) for i, r in records]
     start = next((r["data"] for _, r in records if isinstance(r, dict)
                   and r.get("type") == "session.start" and isinstance(r.get("data"), dict)), {})
     session = start.get("sessionId") if isinstance(start.get("sessionId"), str) else path.stem

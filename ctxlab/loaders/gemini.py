@@ -242,16 +242,13 @@ def _read(path: Path, log: RecordLog) -> tuple[dict[str, Any], list[Entry]]:
         doc = read_json(path, log)
     elif path.suffix != ".jsonl" and text.lstrip().startswith("{") and "\n{" not in text.strip():
         doc = read_json(path, log)  # one document: legacy (pretty-printed or not)
-    cleaning = safe.may_hold_surrogates(path)
     if doc is not None:
-        doc = safe.clean(doc) if cleaning else doc
         if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
             raise log.error("not a Gemini CLI recording: expected an object with a "
                             "'messages' list")
         return ({k: v for k, v in doc.items() if k != "messages"},
                 [(None, f"messages[{i}]", m) for i, m in enumerate(doc["messages"])])
-    entries: list[Entry] = [(ln, None, safe.clean(r) if cleaning else r)
-                            for ln, r in iter_jsonl(path, log)]
+    entries: list[Entry] = [(ln, None, r) for ln, r in iter_jsonl(path, log)]
     header = entries[0][2] if entries and _is_header(entries[0][2]) else {}
     return header, entries
 

@@ -29,22 +29,19 @@ logger, ...) are not model input: each gets an "ignored" entry with its event ty
 
 from __future__ import annotations
 
-import json
-import re
 import zipfile
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ctxlab.loaders.builder import SessionBuilder, assemble, file_path_from_args, tool_call_text
-from ctxlab.loaders.records import LoadOptions, RecordLog, read_json, to_json
-from ctxlab.loaders.safe import clean, count, may_hold_surrogates, timestamp
+from ctxlab.loaders.records import LoadOptions, RecordLog, parse_json, read_json, to_json
+from ctxlab.loaders.safe import count, timestamp
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
 NAME = "inspect_ai"
 SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 ATTACHMENT = "attachment://"
-_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 EVENT_REASONS = {
     "sample_init": "sample set-up; its input is the first messages of sample.messages",
     "state": "task-state change; the messages it records are in sample.messages",
@@ -258,10 +255,10 @@ def _eval_samples(path: Path, log: RecordLog) -> tuple[dict[str, Any], Iterator[
     try:
         z = zipfile.ZipFile(path)
         names = z.namelist()
-        header = json.loads(z.read("header.json")) if "header.json" in names else {}
+        header = parse_json(z.read("header.json")) if "header.json" in names else {}
         order = {}
         if "summaries.json" in names:
-            for i, s in enumerate(json.loads(z.read("summaries.json"))):
+            for i, s in enumerate(parse_json(z.read("summaries.json"))):
                 order[f"samples/{s['id']}_epoch_{s['epoch']}.json"] = i
     except (zipfile.BadZipFile, OSError, KeyError, TypeError, ValueError) as e:
         raise log.error(f"not a readable .eval archive: {type(e).__name__}: {e}") from None
@@ -273,8 +270,7 @@ def _eval_samples(path: Path, log: RecordLog) -> tuple[dict[str, Any], Iterator[
             for n in members:
                 try:
                     raw = z.read(n)
-                    value = json.loads(raw)
-                    yield n, clean(value) if _SURROGATE.search(raw) else value
+                    yield n, parse_json(raw)
                 except (zipfile.BadZipFile, OSError, ValueError) as e:
                     yield n, e
     return header, gen()
@@ -297,8 +293,6 @@ def load(path: Path, options: LoadOptions) -> Transcript:
         header, samples = _eval_samples(path, log)
     else:
         doc = read_json(path, log)
-        if may_hold_surrogates(path):
-            doc = clean(doc)
         if not isinstance(doc, Mapping) or not isinstance(doc.get("eval"), Mapping):
             raise log.error("not an Inspect AI log: expected a JSON object with an 'eval' spec")
         header = doc

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from ctxlab.loaders.builder import SessionBuilder, assemble
-from ctxlab.loaders.records import LoadOptions, RecordLog, iter_jsonl, read_text, to_json
-from ctxlab.loaders.safe import clean, may_hold_surrogates
+from ctxlab.loaders.records import (LoadOptions, RecordLog, iter_jsonl, parse_json, read_text,
+                                    to_json)
 from ctxlab.schema import Transcript
 
 SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
@@ -247,18 +247,17 @@ def read_conversations(path: Path, log: RecordLog) -> list[Conversation]:
         LoadError: the file is neither a JSON document nor JSONL, or holds no message list.
     """
     stem = path.stem
-    fix = clean if may_hold_surrogates(path) else (lambda v: v)
     if path.suffix.lower() != ".jsonl":
         text = read_text(path)
         try:
-            doc = json.loads(text)
+            doc = parse_json(text)
         except json.JSONDecodeError as e:
             if e.msg != "Extra data":
                 raise log.error(f"malformed JSON: {e.msg} at column {e.colno}; the file may be "
                                 f"truncated or not a JSON document", line=e.lineno) from None
         else:
-            return _from_document(fix(doc), log, stem)
-    return _from_jsonl(path, log, stem, fix)
+            return _from_document(doc, log, stem)
+    return _from_jsonl(path, log, stem)
 
 
 def _from_document(doc: Any, log: RecordLog, stem: str) -> list[Conversation]:
@@ -285,13 +284,11 @@ def _from_document(doc: Any, log: RecordLog, stem: str) -> list[Conversation]:
     return [conv]
 
 
-def _from_jsonl(path: Path, log: RecordLog, stem: str,
-                fix: Callable[[Any], Any]) -> list[Conversation]:
+def _from_jsonl(path: Path, log: RecordLog, stem: str) -> list[Conversation]:
     convs: list[Conversation] = []
     single: Conversation | None = None
     seen: set[str] = set()
     for i, v in iter_jsonl(path, log):
-        v = fix(v)
         if _is_conversation(v):
             sid = _session_id(v, f"{stem}:{i}")
             sid = sid if sid not in seen else f"{sid}:{i}"

@@ -40,7 +40,7 @@ from ctxlab.loaders.builder import SessionBuilder, assemble
 from ctxlab.loaders.message_lists import Message, Record, ToolIndex, emit_record
 from ctxlab.loaders.openai_messages import content_parts, openai_usage, parse_message
 from ctxlab.loaders.records import LoadOptions, RecordLog, read_json
-from ctxlab.loaders.safe import clean, may_hold_surrogates, timestamp
+from ctxlab.loaders.safe import timestamp
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
@@ -107,7 +107,6 @@ def load(path: Path, options: LoadOptions) -> Transcript:
     """Load a mini-swe-agent ``.traj.json`` file."""
     log = RecordLog(path, strict=options.strict)
     doc = read_json(path, log)
-    doc = clean(doc) if may_hold_surrogates(path) else doc
     if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
         raise log.error("no 'messages' list: not a mini-swe-agent trajectory")
     info = doc.get("info") if isinstance(doc.get("info"), dict) else {}

@@ -43,7 +43,7 @@ from typing import Any, Mapping
 from ctxlab.loaders.builder import (SessionBuilder, assemble, content_text, file_path_from_args,
                                     tool_call_text)
 from ctxlab.loaders.records import LoadOptions, RecordLog, as_int, read_json, to_json
-from ctxlab.loaders.safe import clean, count, may_hold_surrogates, timestamp
+from ctxlab.loaders.safe import count, timestamp
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
@@ -348,8 +348,6 @@ def load(path: Path, options: LoadOptions) -> Transcript:
     path = Path(path)
     log = RecordLog(path, strict=options.strict)
     doc = read_json(path, log)
-    if may_hold_surrogates(path):
-        doc = clean(doc)
     prefix = ""
     if isinstance(doc, Mapping) and isinstance(doc.get("trajectory"), list):
         doc, prefix = doc["trajectory"], "trajectory"

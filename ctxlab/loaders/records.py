@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -84,6 +85,36 @@ class RecordLog:
         return LoadError(reason, path=self.file, line=line, where=where)
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean(value: Any) -> Any:
+    """A copy of a parsed JSON value with lone UTF-16 surrogates replaced by U+FFFD.
+
+    A surrogate escape such as ``"\\ud83d"`` (an emoji cut in half by a truncating
+    writer) parses to a string no Arrow column can store; everything else is kept.
+
+    Example:
+        >>> clean({"a": ["x\\ud83d"]})
+        {'a': ['x\\ufffd']}
+    """
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value) if _LONE_SURROGATE.search(value) else value
+    if isinstance(value, list):
+        return [clean(v) for v in value]
+    if isinstance(value, dict):
+        return {clean(k): clean(v) for k, v in value.items()}
+    return value
+
+
+def parse_json(text: str | bytes) -> Any:
+    """`json.loads`, with lone surrogates cleaned (only when the text has an escape)."""
+    value = json.loads(text)
+    raw = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+    return clean(value) if _SURROGATE_ESCAPE.search(raw) else value
+
+
 def read_text(path: Path) -> str:
     """The file as text; undecodable bytes are kept as U+FFFD rather than failing."""
     return path.read_bytes().decode("utf-8", errors="replace")
@@ -103,7 +134,7 @@ def iter_jsonl(path: Path, log: RecordLog) -> Iterator[tuple[int, Any]]:
         if not raw.strip():
             continue
         try:
-            value = json.loads(raw)
+            value = parse_json(raw)
         except RecursionError:
             log.skipped("invalid-json", "JSON nested too deeply to parse", line=i)
             continue
@@ -120,7 +151,7 @@ def read_json(path: Path, log: RecordLog) -> Any:
     """Parse a whole-file JSON document or raise `LoadError` naming file:line."""
     text = read_text(path)
     try:
-        return json.loads(text)
+        return parse_json(text)
     except RecursionError:
         raise log.error("JSON nested too deeply to parse") from None
     except json.JSONDecodeError as e:

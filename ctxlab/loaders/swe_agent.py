@@ -36,7 +36,6 @@ from ctxlab.loaders.builder import SessionBuilder, assemble
 from ctxlab.loaders.message_lists import Message, Record, ToolIndex, emit_record, small_meta
 from ctxlab.loaders.openai_messages import content_parts, tool_call_parts
 from ctxlab.loaders.records import LoadOptions, RecordLog, read_json
-from ctxlab.loaders.safe import clean, may_hold_surrogates
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
@@ -131,7 +130,6 @@ def load(path: Path, options: LoadOptions) -> Transcript:
     """Load a SWE-agent ``.traj`` file."""
     log = RecordLog(path, strict=options.strict)
     doc = read_json(path, log)
-    doc = clean(doc) if may_hold_surrogates(path) else doc
     if not isinstance(doc, dict) or not isinstance(doc.get("history"), list):
         raise log.error("no 'history' list: not a SWE-agent trajectory")
     model = _model_name(doc)
