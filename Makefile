@@ -19,6 +19,8 @@ demo: $(STAMP)
 	$(VENV)/bin/ctxlab info datasets/coding_session.jsonl
 	@echo
 	$(VENV)/bin/ctxlab info datasets/
+	@echo
+	$(VENV)/bin/ctxlab estimators datasets/coding_session.jsonl
 
 # Every test: unit, golden (real logs in ../shared/realdata, skipped when absent),
 # doctests, and the notebooks under nbval.

@@ -15,9 +15,16 @@ from __future__ import annotations
 from ctxlab.errors import ConfigError, CtxlabError, LoadError, SchemaError
 from ctxlab.loaders import Corpus, LoadOptions, discover, load, load_dir
 from ctxlab.schema import LoadReport, Transcript, validate
+from ctxlab.tokens import Estimator, estimator
+from ctxlab.tokens.accuracy import (compare_estimators_df, estimator_errors_df,
+                                    reported_usage_df, usage_errors_df)
+from ctxlab.tokens.calibration import Calibrated, Calibration, calibrate
+from ctxlab.tokens.windows import context_window, effective_limit, windows_df
 
 __version__ = "0.1.0"
 
-__all__ = ["ConfigError", "Corpus", "CtxlabError", "LoadError", "LoadOptions", "LoadReport",
-           "SchemaError", "Transcript", "__version__", "discover", "load", "load_dir",
-           "validate"]
+__all__ = ["Calibrated", "Calibration", "ConfigError", "Corpus", "CtxlabError", "Estimator",
+           "LoadError", "LoadOptions", "LoadReport", "SchemaError", "Transcript", "__version__",
+           "calibrate", "compare_estimators_df", "context_window", "discover", "effective_limit",
+           "estimator", "estimator_errors_df", "load", "load_dir", "reported_usage_df",
+           "usage_errors_df", "validate", "windows_df"]

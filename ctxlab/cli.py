@@ -2,6 +2,13 @@
 
     ctxlab info PATH            what a log (or a folder of logs) holds
     ctxlab convert PATH -o OUT  save a log as ctxlab Parquet (loads back exactly)
+    ctxlab estimators PATH      how wrong each token estimator is, by content class and
+                                against the usage the provider reported
+
+examples:
+    ctxlab estimators datasets/ -e chars:4 -e neurolink:anthropic -e neuron
+    ctxlab estimators session.jsonl --reference tiktoken:cl100k_base --calibrate cal.json
+    ctxlab estimators --list
 """
 
 from __future__ import annotations
@@ -13,11 +20,12 @@ from typing import Sequence
 
 import pandas as pd
 
-from ctxlab.errors import CtxlabError
+from ctxlab.errors import ConfigError, CtxlabError
 from ctxlab.loaders import load, load_dir
 from ctxlab.loaders.corpus import Corpus
 from ctxlab.overview import parts_by_role_kind_df, sessions_df, usage_summary
 from ctxlab.schema import Transcript
+from ctxlab.tokens import Estimator
 
 MAX_SKIPPED_SHOWN = 20
 
@@ -101,6 +109,54 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return 0
 
 
+DEFAULT_ESTIMATORS = ("chars:4", "neurolink:anthropic", "neuron", "langchain")
+
+
+def estimators_text(source: Transcript | Corpus, specs: Sequence[str], reference: str,
+                    calibration: Path | None = None) -> str:
+    """The ``ctxlab estimators`` text: errors by content class, then against reported usage."""
+    from ctxlab.tokens.accuracy import (compare_estimators_df, estimator_errors_df,
+                                        reported_usage_df, usage_errors_df)
+    from ctxlab.tokens.calibration import calibrate
+
+    ests: list[str | Estimator] = list(specs)
+    lines: list[str] = []
+    has_usage = bool(source.calls["input_total"].notna().sum() >= 3)
+    if calibration is not None:
+        if not has_usage:
+            raise ConfigError("--calibrate needs reported usage (input_total) on 3+ calls")
+        cal = calibrate(source, reference="reported")
+        cal.save(calibration)
+        ests.append(cal)
+        lines += [f"calibration written to {calibration} (scale {cal.rates.scale:.3f}, "
+                  f"{cal.rates.calls} calls); use it as calibrated:{calibration}", ""]
+    errs = estimator_errors_df(compare_estimators_df(source, ests, reference=reference))
+    lines += [f"per part against {reference} (error %: estimate - reference):",
+              _table(errs.round(1)), ""]
+    if has_usage:
+        usage = pd.concat([usage_errors_df(reported_usage_df(source, e)) for e in ests])
+        lines += ["per call against reported input_total (overhead fitted per session):",
+                  _table(usage.round(1))]
+    else:
+        lines.append("no reported usage in this log: per-call comparison skipped")
+    return "\n".join(lines)
+
+
+def _cmd_estimators(args: argparse.Namespace) -> int:
+    if args.list:
+        from ctxlab.tokens import families
+        for f in families():
+            print(f"{f.name:18} {f.doc}")
+        return 0
+    if not args.path:
+        raise ConfigError("give a log file or folder (or --list)")
+    path = Path(args.path)
+    source = load_dir(path) if path.is_dir() else load(path, format=args.format)
+    print(estimators_text(source, args.estimator or DEFAULT_ESTIMATORS, args.reference,
+                          Path(args.calibrate) if args.calibrate else None))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ctxlab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -121,6 +177,17 @@ def build_parser() -> argparse.ArgumentParser:
     common(conv)
     conv.add_argument("-o", "--output", required=True, help="output .parquet file")
     conv.set_defaults(func=_cmd_convert)
+    est = sub.add_parser("estimators", help="estimator errors by content class and per call")
+    est.add_argument("path", nargs="?", help="a log file or a folder of logs")
+    est.add_argument("-e", "--estimator", action="append",
+                     help=f"estimator spec, repeatable (default: {', '.join(DEFAULT_ESTIMATORS)})")
+    est.add_argument("--reference", default="tiktoken:o200k_base",
+                     help="exact tokenizer taken as truth per part (default tiktoken:o200k_base)")
+    est.add_argument("--calibrate", metavar="FILE", default=None,
+                     help="fit a calibrated estimator on the reported usage and save it here")
+    est.add_argument("--format", default=None, help="force a loader instead of detecting")
+    est.add_argument("--list", action="store_true", help="list the estimator families")
+    est.set_defaults(func=_cmd_estimators)
     return p
 
 

@@ -121,3 +121,22 @@ def test_cli_strict_names_file_and_line(tmp_path: Path, capsys: pytest.CaptureFi
     assert "skipped " + f"{p}:4" in capsys.readouterr().out
     assert main(["info", str(p), "--format", "claude_code", "--strict"]) == 2
     assert f"{p}:4" in capsys.readouterr().err
+
+
+def test_cli_estimators_prints_both_tables(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    cal = tmp_path / "cal.json"
+    assert main(["estimators", str(datasets.path("coding_session_b")), "-e", "chars:4",
+                 "--reference", "chars:3", "--calibrate", str(cal)]) == 0
+    out = capsys.readouterr().out
+    assert "per part against chars:3" in out and "per call against reported input_total" in out
+    assert cal.exists() and f"calibrated:{cal}" in out
+    assert main(["estimators", str(datasets.path("coding_session_b")), "-e",
+                 f"calibrated:{cal}", "--reference", "chars:3"]) == 0
+
+
+def test_cli_estimators_list_and_errors(capsys: pytest.CaptureFixture[str]):
+    assert main(["estimators", "--list"]) == 0
+    assert "neurolink" in capsys.readouterr().out
+    assert main(["estimators", str(datasets.path("coding_session_b")), "-e", "bogus"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown estimator 'bogus'" in err and "chars" in err

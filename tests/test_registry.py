@@ -44,7 +44,7 @@ def test_every_builtin_format_is_registered():
 
 
 def test_unknown_format_lists_known_ones():
-    with pytest.raises(ConfigError, match="known formats: .*claude_code"):
+    with pytest.raises(ConfigError, match="unknown format .*known: .*claude_code"):
         get("no-such-format")
 
 
@@ -72,7 +72,7 @@ def test_plugin_registers_like_a_builtin(tmp_path: Path):
         p.write_text("PLUGINFMT\n")
         assert registry.detect(p) is ld
     finally:
-        del registry._REGISTRY["test-plugin"]
+        registry.REGISTRY.unregister("test-plugin")
 
 
 @pytest.mark.parametrize("rel,fmt", sorted(EXPECTED_FORMAT.items()))

@@ -8,14 +8,13 @@ Built-in loaders are imported on first use; plugins come from the
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Callable
 
-from ctxlab.errors import ConfigError, LoadError
+from ctxlab.errors import LoadError
 from ctxlab.loaders.records import LoadOptions
+from ctxlab.registry import Registry
 from ctxlab.schema import Transcript
 
 HEAD_BYTES = 65536
@@ -48,46 +47,21 @@ class Loader:
     owner: Callable[[Path], Path | None] | None = None
 
 
-_REGISTRY: dict[str, Loader] = {}
-_LOADED = False
-
-
-def register(loader: Loader) -> Loader:
-    """Add a loader; a second loader with the same name is an error."""
-    if loader.name in _REGISTRY:
-        raise ConfigError(f"a loader named {loader.name!r} is already registered")
-    _REGISTRY[loader.name] = loader
-    return loader
-
-
-def _ensure_loaded() -> None:
-    global _LOADED
-    if _LOADED:
-        return
-    _LOADED = True
-    for mod in BUILTIN_MODULES:
-        importlib.import_module(f"ctxlab.loaders.{mod}")
-    for ep in entry_points(group="ctxlab.loaders"):
-        obj = ep.load()
-        if isinstance(obj, Loader) and obj.name not in _REGISTRY:
-            register(obj)
+REGISTRY: Registry[Loader] = Registry("format", "ctxlab.loaders", BUILTIN_MODULES,
+                                     "ctxlab.loaders", Loader, name_of=lambda ld: ld.name)
+register = REGISTRY.register
 
 
 def names() -> list[str]:
     """Names of every registered loader."""
-    _ensure_loaded()
-    return sorted(_REGISTRY)
+    return REGISTRY.names()
 
 
 def get(name: str | Loader) -> Loader:
     """A loader by name (or the instance itself); unknown names list the known ones."""
     if isinstance(name, Loader):
         return name
-    _ensure_loaded()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ConfigError(f"unknown format {name!r}; known formats: {', '.join(names())}") from None
+    return REGISTRY.get(name)
 
 
 def read_head(path: Path) -> str:
@@ -103,9 +77,8 @@ def detect(path: str | Path) -> Loader:
                         path=str(path))
     if not path.exists():
         raise LoadError("no such file", path=str(path))
-    _ensure_loaded()
     head = read_head(path)
-    matches = [ld for ld in _REGISTRY.values() if ld.sniff(path, head)]
+    matches = [ld for ld in REGISTRY if ld.sniff(path, head)]
     if not matches:
         raise LoadError(f"not a known transcript format; tried: {', '.join(names())}. "
                         f"Pass format=... to force one", path=str(path))

@@ -1,0 +1,162 @@
+"""The estimator interface: count many texts at once, plus the request framing.
+
+Every estimator counts a whole column of texts in one call (``count(texts) ->
+ndarray``). Exact tokenizers are slow per text, so `Estimator.count` counts each
+distinct text once and keeps the counts in a per-instance cache: replaying a
+session counts every part once, however many requests it appears in.
+
+Framing is what a provider adds around the texts: a few tokens per message
+(role markers, delimiters) and per conversation; images and documents have flat
+costs. `Estimator.count_parts` applies those to a part frame and
+`Estimator.request_tokens` adds the framing of one request.
+"""
+
+from __future__ import annotations
+
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from typing import ClassVar, Literal
+
+import numpy as np
+import pandas as pd
+
+Length = Literal["chars", "utf16", "utf8"]
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_series(texts: Iterable[str] | pd.Series) -> pd.Series:
+    """The texts as a string Series; NA counts as the empty text.
+
+    Lone UTF-16 surrogates (half an emoji, cut by a truncating writer) cannot be stored
+    in a string column; they become U+FFFD, as tiktoken itself treats them.
+
+    Example:
+        >>> text_series(["a", None, "x\\ud83d"]).tolist()
+        ['a', '', 'x\\ufffd']
+    """
+    if isinstance(texts, pd.Series) and texts.dtype == "string":
+        return texts.fillna("")
+    index = texts.index if isinstance(texts, pd.Series) else None
+    values = list(texts)
+    try:
+        s = pd.Series(values, dtype="string", index=index)
+    except UnicodeEncodeError:
+        s = pd.Series([_LONE_SURROGATE.sub("\ufffd", v) if isinstance(v, str) else v
+                       for v in values], dtype="string", index=index)
+    return s.fillna("")
+
+
+def text_lengths(texts: pd.Series, unit: Length = "chars") -> np.ndarray:
+    """Length of every text in the unit a system measures it in.
+
+    ``chars`` counts code points (Python), ``utf16`` counts UTF-16 code units
+    (JavaScript's ``string.length``: an emoji counts 2), ``utf8`` counts bytes
+    (Rust's ``str::len``: a CJK character counts 3).
+
+    Example:
+        >>> text_lengths(pd.Series(["ab", "é", "😀", "漢"], dtype="string"), "utf16").tolist()
+        [2, 1, 2, 1]
+        >>> text_lengths(pd.Series(["ab", "é", "😀", "漢"], dtype="string"), "utf8").tolist()
+        [2, 2, 4, 3]
+    """
+    s = text_series(texts)
+    n = s.str.len().to_numpy(dtype=np.int64, na_value=0)
+    if unit == "chars":
+        return n
+    if unit == "utf16":
+        return n + s.str.count("[\U00010000-\U0010ffff]").to_numpy(dtype=np.int64, na_value=0)
+    if unit == "utf8":
+        ascii_only = s.str.isascii().to_numpy(dtype=bool, na_value=True)
+        out = n.copy()
+        rest = ~ascii_only
+        if rest.any():
+            out[rest] = [len(t.encode("utf-8", "surrogatepass")) for t in s[rest]]
+        return out
+    raise ValueError(f"unknown length unit {unit!r}; use chars, utf16 or utf8")
+
+
+class Estimator(ABC):
+    """Counts tokens of many texts at once.
+
+    Subclasses implement `_count` (a list of distinct texts → counts) and set
+    `spec`. Counting goes through a per-instance cache keyed by the text, so
+    the same estimator object counts each distinct text once.
+
+    Attributes:
+        spec: the spec string that names this estimator (``"tiktoken:o200k_base"``).
+        exact: whether counts come from the model's real tokenizer.
+        per_message: framing tokens per message.
+        per_conversation: framing tokens per request.
+        image_tokens: flat cost of an image part (None: count its content as text).
+        schema_scale: factor applied to tool-schema parts (seed 002 scales by 2.09).
+    """
+
+    cached: ClassVar[bool] = True
+    spec: str = ""
+    exact: bool = False
+    per_message: int = 0
+    per_conversation: int = 0
+    image_tokens: int | None = None
+    schema_scale: float = 1.0
+
+    def __init__(self) -> None:
+        self._cache: dict[str, int] = {}
+
+    @abstractmethod
+    def _count(self, texts: list[str]) -> np.ndarray:
+        """Token counts of distinct texts (int64, same order)."""
+
+    def count(self, texts: Iterable[str] | pd.Series) -> np.ndarray:
+        """Token count of every text (no framing), as an int64 array.
+
+        Example:
+            >>> from ctxlab.tokens import estimator
+            >>> estimator("chars:4").count(["abcd", "abcde", ""]).tolist()
+            [1, 2, 0]
+        """
+        s = text_series(texts)
+        if not self.cached:
+            return np.asarray(self._count(s.tolist()), dtype=np.int64)
+        codes, uniques = pd.factorize(s, use_na_sentinel=False)
+        cache = self._cache
+        missing = [u for u in uniques if u not in cache]
+        if missing:
+            cache.update(zip(missing, np.asarray(self._count(missing), dtype=np.int64).tolist()))
+        per_unique = np.fromiter((cache[u] for u in uniques), dtype=np.int64, count=len(uniques))
+        return per_unique[codes] if len(codes) else np.zeros(0, dtype=np.int64)
+
+    def count_parts(self, parts: pd.DataFrame) -> np.ndarray:
+        """Tokens of every part of a part frame: content, flat image costs, schema scaling."""
+        counts = self.count(parts["content"]).astype(np.float64)
+        kind = parts["kind"].to_numpy(dtype=object, na_value="")
+        if self.schema_scale != 1.0:
+            schema = kind == "tool_schema"
+            counts[schema] = np.ceil(counts[schema] * self.schema_scale)
+        if self.image_tokens is not None:
+            counts[kind == "image"] = self.image_tokens
+        return counts.astype(np.int64)
+
+    def framing(self, messages: int) -> int:
+        """Framing tokens of a request holding ``messages`` messages."""
+        return self.per_message * int(messages) + (self.per_conversation if messages else 0)
+
+    def request_tokens(self, parts: pd.DataFrame) -> int:
+        """Tokens of one request: every part plus the framing of its messages."""
+        if parts.empty:
+            return 0
+        return int(self.count_parts(parts).sum()) + self.framing(parts["msg"].nunique())
+
+    def clear_cache(self) -> None:
+        """Forget every cached count."""
+        self._cache.clear()
+
+    @property
+    def cache_size(self) -> int:
+        """How many distinct texts have been counted."""
+        return len(self._cache)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.spec}>"

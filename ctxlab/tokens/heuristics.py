@@ -1,0 +1,129 @@
+"""Character-ratio estimators, as the seed systems define them.
+
+Each is one `CharRatio`: characters (in the unit the system measures: JavaScript
+counts UTF-16 units, Rust counts bytes) divided by a ratio, rounded up, times a
+multiplier, plus the system's framing.
+
+========================  =====================================================================
+spec                      behaviour
+========================  =====================================================================
+``chars:<ratio>``         ⌈chars / ratio⌉ (default ratio 4)
+``probe``                 ProbeAgent (seed 001): ⌈UTF-16 length / 4⌉
+``neurolink[:provider]``  NeuroLink (seed 000): ⌈⌈len/4⌉ × provider multiplier × 1.15⌉,
+                          +4 per message, +24 per conversation, images 1024
+``neuron``                neuron-context (seed 004): ⌈UTF-8 bytes / 4.0⌉, +4 per message,
+                          images 300 (documents 500)
+``langchain``             ``count_tokens_approximately``: ⌈chars / 4⌉ + 3 per message
+========================  =====================================================================
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ctxlab.errors import ConfigError
+from ctxlab.tokens.base import Estimator, Length, text_lengths, text_series
+from ctxlab.tokens.registry import Family, register
+
+# Seed 000: multipliers over a GPT-style baseline, by provider name.
+NEUROLINK_MULTIPLIERS: dict[str, float] = {
+    "anthropic": 1.23, "google-ai": 1.18, "vertex": 1.18, "mistral": 1.26, "openai": 1.0,
+    "azure": 1.0, "bedrock": 1.23, "ollama": 1.0, "litellm": 1.0, "huggingface": 1.0,
+    "sagemaker": 1.0,
+}
+NEUROLINK_MARGIN = 1.15
+NEUROLINK_CHARS_PER_TOKEN = 4
+NEUROLINK_CODE_CHARS_PER_TOKEN = 3
+NEUROLINK_PER_MESSAGE = 4
+NEUROLINK_PER_CONVERSATION = 24
+NEUROLINK_IMAGE = 1024
+NEURON_RATIO = 4.0
+NEURON_PER_MESSAGE = 4
+NEURON_IMAGE = 300
+NEURON_DOCUMENT = 500
+LANGCHAIN_PER_MESSAGE = 3
+
+
+class CharRatio(Estimator):
+    """⌈⌈length / ratio⌉ × multiplier⌉ per text, vectorised over the whole column.
+
+    Example:
+        >>> CharRatio(ratio=4, multiplier=1.23 * 1.15).count(["a" * 100]).tolist()
+        [36]
+    """
+
+    cached = False
+
+    def __init__(self, *, ratio: float, unit: Length = "chars", multiplier: float = 1.0,
+                 per_message: int = 0, per_conversation: int = 0,
+                 image_tokens: int | None = None, spec: str = "") -> None:
+        super().__init__()
+        if not ratio > 0:
+            raise ConfigError(f"characters per token must be positive, not {ratio!r}")
+        self.ratio = float(ratio)
+        self.unit: Length = unit
+        self.multiplier = float(multiplier)
+        self.per_message = per_message
+        self.per_conversation = per_conversation
+        self.image_tokens = image_tokens
+        self.spec = spec or f"chars:{ratio:g}"
+
+    def _count(self, texts: list[str]) -> np.ndarray:
+        return self.from_lengths(text_lengths(pd.Series(texts, dtype="string"), self.unit))
+
+    def count(self, texts: object) -> np.ndarray:  # type: ignore[override]
+        return self.from_lengths(text_lengths(text_series(texts), self.unit))  # type: ignore[arg-type]
+
+    def from_lengths(self, lengths: np.ndarray) -> np.ndarray:
+        """Counts from lengths already measured in this estimator's unit."""
+        base = np.ceil(lengths / self.ratio)
+        if self.multiplier != 1.0:
+            base = np.ceil(base * self.multiplier)
+        return base.astype(np.int64)
+
+
+def _chars(arg: str | None) -> Estimator:
+    try:
+        ratio = float(arg) if arg else 4.0
+    except ValueError:
+        raise ConfigError(f"chars:<ratio> takes a number of characters per token, not {arg!r} "
+                          f"(e.g. chars:4 or chars:3.5)") from None
+    return CharRatio(ratio=ratio)
+
+
+def _neurolink(arg: str | None) -> Estimator:
+    provider = (arg or "").lower()
+    if provider and provider not in NEUROLINK_MULTIPLIERS:
+        raise ConfigError(f"neurolink has no multiplier for provider {provider!r}; known: "
+                          f"{', '.join(sorted(NEUROLINK_MULTIPLIERS))} (or plain 'neurolink')")
+    return CharRatio(ratio=NEUROLINK_CHARS_PER_TOKEN, unit="utf16",
+                     multiplier=NEUROLINK_MULTIPLIERS.get(provider, 1.0) * NEUROLINK_MARGIN,
+                     per_message=NEUROLINK_PER_MESSAGE,
+                     per_conversation=NEUROLINK_PER_CONVERSATION, image_tokens=NEUROLINK_IMAGE)
+
+
+def _neuron(arg: str | None) -> Estimator:
+    return CharRatio(ratio=NEURON_RATIO, unit="utf8", per_message=NEURON_PER_MESSAGE,
+                     image_tokens=NEURON_IMAGE)
+
+
+def _probe(arg: str | None) -> Estimator:
+    return CharRatio(ratio=4, unit="utf16")
+
+
+def _langchain(arg: str | None) -> Estimator:
+    return CharRatio(ratio=4, per_message=LANGCHAIN_PER_MESSAGE)
+
+
+register(Family(name="chars", make=_chars, doc="chars:<ratio>, ceil(characters / ratio); "
+                "default 4"))
+register(Family(name="neurolink", make=_neurolink,
+                doc="neurolink:<provider>, seed 000: chars/4 x provider multiplier x 1.15, "
+                    "+4/message, +24/conversation, images 1024"))
+register(Family(name="neuron", make=_neuron, argument="none",
+                doc="seed 004: UTF-8 bytes / 4.0, +4/message, images 300"))
+register(Family(name="probe", make=_probe, argument="none",
+                doc="seed 001: UTF-16 length / 4"))
+register(Family(name="langchain", make=_langchain, argument="none",
+                doc="LangChain count_tokens_approximately: chars/4 + 3/message"))

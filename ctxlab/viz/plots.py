@@ -1,0 +1,117 @@
+"""Matplotlib figures of core results. No pyplot state, no rcParams changes.
+
+Colours are the Okabe–Ito palette (distinguishable with the common colour-vision
+deficiencies); every axis names its unit.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from ctxlab.tokens.content import CLASSES
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+           "#000000")
+CLIP_PCT = 200.0
+
+
+def _figure(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:
+    if ax is not None:
+        fig = ax.get_figure()
+        assert fig is not None
+        return fig, ax  # type: ignore[return-value]
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def plot_estimators(compared: pd.DataFrame, *, by: str = "content_class",
+                    ax: Axes | None = None) -> Figure:
+    """Per-part error distributions of several estimators, side by side per group.
+
+    Args:
+        compared: the output of `ctxlab.compare_estimators_df`.
+        by: the grouping column (content class by default; ``kind`` also works).
+        ax: draw into this axes instead of a new figure.
+
+    Boxes show the quartiles of the signed percentage error per part (whiskers at the
+    5th and 95th percentiles, clipped to ±200%); the dot is the error of the summed
+    tokens, which is what a budget check feels.
+    """
+    fig, ax = _figure(ax, (10, 4.2))
+    df = compared.dropna(subset=["error_pct"])
+    present = set(df[by].astype(str))
+    order = CLASSES if by == "content_class" else tuple(sorted(present))
+    groups = [g for g in order if g in present]
+    ests = list(pd.unique(df["estimator"]))
+    width = 0.8 / max(1, len(ests))
+    for i, est in enumerate(ests):
+        sub = df[df["estimator"] == est]
+        data, totals, xs = [], [], []
+        for j, g in enumerate(groups):
+            part = sub[sub[by].astype(str) == g]
+            if part.empty:
+                continue
+            data.append(part["error_pct"].clip(-CLIP_PCT, CLIP_PCT).to_numpy())
+            ref = part["ref_tokens"].sum()
+            totals.append(100.0 * (part["est_tokens"].sum() - ref) / ref if ref else np.nan)
+            xs.append(j - 0.4 + width * (i + 0.5))
+        colour = PALETTE[i % len(PALETTE)]
+        bp = ax.boxplot(data, positions=xs, widths=width * 0.85, whis=(5, 95), showfliers=False,
+                        patch_artist=True, manage_ticks=False)
+        for box in bp["boxes"]:
+            box.set(facecolor=colour, alpha=0.55, edgecolor=colour)
+        for part in ("whiskers", "caps", "medians"):
+            for line in bp[part]:
+                line.set(color=colour)
+        ax.plot(xs, totals, "o", color=colour, markeredgecolor="black", markersize=5,
+                label=est)
+    ax.axhline(0, color="grey", linewidth=0.8)
+    ax.set_xticks(range(len(groups)), groups)
+    ax.set_xlim(-0.6, len(groups) - 0.4)
+    ref_name = str(df["reference"].iloc[0]) if len(df) else "reference"
+    ax.set_ylabel(f"error vs {ref_name} (%)")
+    ax.set_xlabel(by.replace("_", " "))
+    counts = df.drop_duplicates(["session", "part"]).groupby(by, observed=True).size()
+    ax.set_title("Estimator error per part (box: quartiles, whiskers: p5–p95; dot: error of "
+                 f"the total) — {int(counts.sum()):,} parts", fontsize=10)
+    ax.legend(fontsize=8, ncols=min(4, len(ests)), loc="upper left")
+    ax.grid(axis="y", alpha=0.3)
+    return fig
+
+
+def plot_reported_usage(usage: pd.DataFrame, *, session: str | None = None,
+                        ax: Axes | None = None) -> Figure:
+    """Reported ``input_total`` per call against each estimator's estimate.
+
+    Args:
+        usage: `ctxlab.reported_usage_df` results (several estimators concatenated).
+        session: which session to draw (default: the one with the most calls).
+        ax: draw into this axes instead of a new figure.
+    """
+    fig, ax = _figure(ax, (10, 3.8))
+    if session is None:
+        session = str(usage.groupby("session")["call"].size().idxmax())
+    u = usage[usage["session"] == session]
+    first = u[u["estimator"] == u["estimator"].iloc[0]]
+    ax.plot(first["call"], first["input_total"] / 1000, color="black", linewidth=2.2,
+            label="reported input_total")
+    for i, (est, g) in enumerate(u.groupby("estimator", sort=False)):
+        mape = g["error_pct"].abs().mean()
+        ax.plot(g["call"], g["est_tokens"] / 1000, color=PALETTE[i % len(PALETTE)],
+                linewidth=1.2, label=f"{est} (MAPE {mape:.1f}%)")
+    ax.set_xlabel("LLM call")
+    ax.set_ylabel("input tokens (thousands)")
+    ax.set_title(f"Estimated vs reported input per call — session {session[:8]}, overhead "
+                 "fitted per estimator", fontsize=10)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return fig
