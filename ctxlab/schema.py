@@ -300,6 +300,14 @@ class Transcript:
         events = self.events[self.events["origin"] != "recorded"].reset_index(drop=True)
         return replace(self, frame=frame.reset_index(drop=True), events=events)
 
+    def rewind(self, event: int | None = None, *, session: str | None = None) -> Transcript:
+        """Undo an event and every later one of its session; no event: every event.
+
+        See `ctxlab.history.rewind`.
+        """
+        from ctxlab.history import rewind
+        return rewind(self, event, session=session)
+
     def session(self, session_id: str) -> Transcript:
         """The part of this transcript that belongs to one session."""
         if session_id not in set(self.frame["session"]) | set(self.calls["session"]):

@@ -201,3 +201,16 @@ def usage_errors_df(usage: pd.DataFrame) -> pd.DataFrame:
                         "bias_pct": g.mean(), "p95_abs_error_pct": g.apply(
                             lambda x: x.abs().quantile(0.95))})
     return out.reset_index()
+
+
+def session_overheads(source: PartsSource, estimator: str | Estimator) -> dict[str, int]:
+    """Per session, the unrecorded overhead of its first segment (before any compaction).
+
+    That is the system prompt and tool schemas alone, the overhead to add when
+    replaying the uncompacted log. Sessions without reported usage get 0.
+    """
+    u = reported_usage_df(source, estimator)
+    first = u[u["segment"] == 0]
+    out = first.groupby("session", sort=False)["overhead_tokens"].first()
+    return {str(s): int(v) for s, v in out.items()} | {
+        str(s): 0 for s in pd.unique(source.calls["session"]) if s not in out.index}

@@ -1,0 +1,157 @@
+"""The one engine that applies stages: build a call's view, run stages, record events.
+
+`build_view` assembles what a stage sees for one call. `run_stages` runs an ordered
+list of stages on it — each edit becomes an event (`ctxlab.history.apply_edit`),
+only the changed parts are counted again (the estimator caches every text it has
+seen), grammar problems are counted before and after every stage, and it stops
+as soon as the request is under the target.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import pandas as pd
+
+from ctxlab.history import apply_edit
+from ctxlab.layers import assign_layers
+from ctxlab.schema import Transcript
+from ctxlab.stages.base import Stage, View
+from ctxlab.stages.grammar import grammar_counts
+from ctxlab.tokens.base import Estimator
+from ctxlab.visibility import part_spans
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Budget:
+    """The numbers a view is built with.
+
+    Attributes:
+        window_tokens: the model's context window.
+        limit_tokens: what usage is measured against.
+        target_tokens: what the stages try to get under.
+        overhead_tokens: unrecorded input added to every request.
+    """
+
+    window_tokens: int
+    limit_tokens: int
+    target_tokens: int
+    overhead_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageRun:
+    """One stage application: its event and what it did."""
+
+    stage: str
+    event: int | None
+    tokens_before: int
+    tokens_after: int
+    hidden: int
+    inserted: int
+    grammar_before: int
+    grammar_after: int
+    summarizer_calls: int
+    ms: float
+    reason: str
+
+    @property
+    def tokens_saved(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StagesResult:
+    """What `run_stages` did to one call's request."""
+
+    transcript: Transcript
+    view: View
+    runs: tuple[StageRun, ...] = field(default_factory=tuple)
+
+    @property
+    def stages_used(self) -> list[str]:
+        return [r.stage for r in self.runs if r.event is not None]
+
+
+def request_parts(t: Transcript, session: str, end_pos: float) -> pd.DataFrame:
+    """The parts of ``session`` a call ending its input at ``end_pos`` sees, in order."""
+    f = t.frame[t.frame["session"] == session]
+    lo, hi = part_spans(f, t.events[t.events["session"] == session])
+    return f[(lo < end_pos) & (end_pos <= hi)].sort_values("pos", kind="stable")
+
+
+def build_view(t: Transcript, session: str, end_pos: float, estimator: Estimator,
+               budget: Budget, call: int | None = None) -> View:
+    """The view of the request whose input ends at ``end_pos``."""
+    parts = request_parts(t, session, end_pos).copy()
+    parts["tokens"] = estimator.count_parts(parts) if len(parts) else np.zeros(0, np.int64)
+    parts["layer"] = assign_layers(parts)
+    return View(parts=parts.reset_index(drop=True), estimator=estimator,
+                window_tokens=budget.window_tokens, limit_tokens=budget.limit_tokens,
+                target_tokens=budget.target_tokens, overhead_tokens=budget.overhead_tokens,
+                session=session, call=call)
+
+
+def call_end_pos(t: Transcript, session: str, call: int) -> float:
+    """``input_end_pos`` of one call."""
+    c = t.calls[(t.calls["session"] == session) & (t.calls["call"] == call)]
+    if c.empty:
+        raise KeyError(f"no call {call} in session {session!r}")
+    return float(c["input_end_pos"].iloc[0])
+
+
+def run_stages(t: Transcript, view: View, stages: Sequence[Stage], *, end_pos: float,
+               trigger: str | None, until_target: bool = True) -> StagesResult:
+    """Run stages in order on a view; every edit becomes an event.
+
+    Args:
+        t: the transcript the view was built from.
+        view: the request.
+        stages: the stages, in order.
+        end_pos: the request's ``input_end_pos``.
+        trigger: recorded on each event (``"threshold"``, ``"always"``, ``"post"``...).
+        until_target: stop once the request is at or under ``view.target_tokens``.
+    """
+    budget = Budget(window_tokens=view.window_tokens, limit_tokens=view.limit_tokens,
+                    target_tokens=view.target_tokens, overhead_tokens=view.overhead_tokens)
+    runs: list[StageRun] = []
+    for st in stages:
+        if until_target and runs and view.total_tokens <= view.target_tokens:
+            break
+        before = view.total_tokens
+        g_before = sum(grammar_counts(view.parts).values())
+        t0 = time.perf_counter()
+        edit = st.plan(view)
+        if edit is None or edit.empty:
+            runs.append(StageRun(stage=st.name, event=None, tokens_before=before,
+                                 tokens_after=before, hidden=0, inserted=0,
+                                 grammar_before=g_before, grammar_after=g_before,
+                                 summarizer_calls=0, ms=1000 * (time.perf_counter() - t0),
+                                 reason=edit.reason if edit is not None else "nothing to do"))
+            continue
+        t, event = apply_edit(t, edit, session=view.session, end_pos=end_pos, trigger=trigger,
+                              pre_tokens=before, meta={"params": st.params()})
+        view = build_view(t, view.session, end_pos, view.estimator, budget, view.call)
+        after = view.total_tokens
+        t = _note_tokens_after(t, view.session, event, after)
+        runs.append(StageRun(stage=st.name, event=event, tokens_before=before,
+                             tokens_after=after, hidden=len(edit.hide),
+                             inserted=len(edit.insert), grammar_before=g_before,
+                             grammar_after=sum(grammar_counts(view.parts).values()),
+                             summarizer_calls=len(edit.summarizer_calls),
+                             ms=1000 * (time.perf_counter() - t0), reason=edit.reason))
+    return StagesResult(transcript=t, view=view, runs=tuple(runs))
+
+
+def _note_tokens_after(t: Transcript, session: str, event: int, tokens: int) -> Transcript:
+    """Record the request's tokens after an event in its meta (JSON)."""
+    ev = t.events.copy()
+    row = (ev["session"] == session) & (ev["event"] == event)
+    meta = json.loads(ev.loc[row, "meta"].iloc[0] or "{}")
+    meta["tokens_after"] = int(tokens)
+    ev.loc[row, "meta"] = json.dumps(meta, default=str, sort_keys=True)
+    return replace(t, events=ev)

@@ -1,0 +1,95 @@
+"""Which layer of the request every visible part belongs to (seed 003's L1–L5).
+
+=========  ==========  ===============================================================
+layer      name        parts
+=========  ==========  ===============================================================
+L1         system      role ``system`` that is not a summary or marker (system prompt,
+                       project context), context a client injects into a user message
+                       (a part opening with ``<project_context>``, ``<system-reminder>``
+                       or ``<context>``: Claude Code's CLAUDE.md, Copilot's project
+                       files), plus the unrecorded overhead
+—          tools       ``tool_schema`` parts (tool definitions)
+L2         carried     attachments of earlier turns, carried into this request
+L3         current     the current turn's attachments and the agent's work after the
+                       current user message (assistant steps, tool calls and results)
+L4         history     the conversation of earlier turns (and summaries, markers)
+L5         prompt      the current user message
+=========  ==========  ===============================================================
+
+The current turn is the latest turn in the request; its prompt is the first user
+message of that turn.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+import numpy as np
+import pandas as pd
+
+Layer = Literal["system", "tools", "carried", "current", "history", "prompt"]
+LAYERS: tuple[str, ...] = get_args(Layer)
+INJECTED_CONTEXT = r"\s*<(?:project_context|system-reminder|context|prior_context)[\s>]"
+LAYER_CODES = {"system": "L1", "tools": "tools", "carried": "L2", "current": "L3",
+               "history": "L4", "prompt": "L5"}
+
+
+def assign_layers(parts: pd.DataFrame) -> np.ndarray:
+    """The layer of every part of one request (parts of ONE session, any order).
+
+    Example:
+        >>> parts = pd.DataFrame({
+        ...     "msg": [0, 1, 2, 3, 4, 4], "turn": [0, 1, 1, 2, 2, 2],
+        ...     "role": ["system", "user", "assistant", "user", "assistant", "assistant"],
+        ...     "kind": ["text", "text", "text", "text", "thinking", "tool_call"]})
+        >>> assign_layers(parts).tolist()
+        ['system', 'history', 'history', 'prompt', 'current', 'current']
+    """
+    if parts.empty:
+        return np.array([], dtype=object)
+    role = parts["role"].to_numpy(dtype=object)
+    kind = parts["kind"].to_numpy(dtype=object)
+    turn = parts["turn"].to_numpy(dtype=np.int64, na_value=0)
+    msg = parts["msg"].to_numpy(dtype=np.int64)
+    current = int(turn.max())
+    user_msgs = msg[(turn == current) & (role == "user") & (kind == "text")]
+    prompt_msg = int(user_msgs.min()) if current > 0 and len(user_msgs) else -1
+    in_current = turn == current if current > 0 else np.zeros(len(turn), dtype=bool)
+    layer = np.where(in_current, "current", "history").astype(object)
+    layer[(kind == "attachment") & ~in_current] = "carried"
+    layer[(msg == prompt_msg) & (kind != "attachment")] = "prompt"
+    layer[(role == "system") & ~np.isin(kind, ["summary", "marker"])] = "system"
+    if "content" in parts:
+        injected = parts["content"].str.match(INJECTED_CONTEXT).to_numpy(dtype=bool,
+                                                                         na_value=False)
+        layer[injected & (role == "user") & (kind == "text")] = "system"
+    layer[kind == "tool_schema"] = "tools"
+    return layer
+
+
+def layers_df(parts: pd.DataFrame, *, overhead_tokens: int = 0) -> pd.DataFrame:
+    """Tokens, parts and characters per layer of one request.
+
+    Args:
+        parts: the request's parts with ``tokens`` (and ``layer``, else assigned here).
+        overhead_tokens: unrecorded input, counted in L1.
+
+    Returns:
+        One row per layer in L1–L5 order: ``layer``, ``code``, ``parts``, ``chars``,
+        ``tokens`` (``system`` includes the overhead), ``overhead_tokens``, ``share``.
+    """
+    layer = parts["layer"] if "layer" in parts else pd.Series(assign_layers(parts),
+                                                              index=parts.index)
+    df = pd.DataFrame({"layer": layer.to_numpy(), "tokens": parts["tokens"].to_numpy(),
+                       "chars": parts["content"].str.len().to_numpy(dtype=np.int64,
+                                                                    na_value=0)})
+    g = df.groupby("layer").agg(parts=("tokens", "size"), chars=("chars", "sum"),
+                                tokens=("tokens", "sum"))
+    out = g.reindex(list(LAYERS), fill_value=0).rename_axis("layer").reset_index()
+    out["overhead_tokens"] = np.where(out["layer"] == "system", overhead_tokens, 0)
+    out["tokens"] = out["tokens"] + out["overhead_tokens"]
+    total = out["tokens"].sum()
+    out["share"] = out["tokens"] / total if total else 0.0
+    out.insert(1, "code", out["layer"].map(LAYER_CODES))
+    return out.astype({"parts": "int64", "chars": "int64", "tokens": "int64",
+                       "overhead_tokens": "int64"})

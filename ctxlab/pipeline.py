@@ -1,0 +1,320 @@
+"""Pipelines: a trigger, ordered stages, a target, post-steps — and `compact`.
+
+A `Pipeline` says when to compact (usage of a limit above a threshold, measured on
+all layers or only some), which stages to run in order until the request is under
+the target, which stages run on every request regardless (``always``: e.g. tool
+output truncation), and what runs after compaction (``post``: tool-pair repair).
+`compact` applies one to the request of one call and returns a `CompactResult`
+(seed 000's CompactionResult: stages used, tokens before/after/saved) holding the
+annotated, rewindable transcript.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import pandas as pd
+
+from ctxlab.engine import Budget, StageRun, build_view, call_end_pos, run_stages
+from ctxlab.errors import ConfigError
+from ctxlab.layers import LAYERS
+from ctxlab.schema import Transcript
+from ctxlab.stages import stage as make_stage
+from ctxlab.stages.base import Stage, View
+from ctxlab.stages.grammar import grammar_counts
+from ctxlab.tokens import Estimator, estimator as get_estimator
+from ctxlab.tokens.windows import effective_limit, output_reserve, resolve_window
+
+Limit = Literal["available", "effective", "window", "fixed"]
+OnOver = Literal["send", "final"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Pipeline:
+    """When and how to compact one request.
+
+    Attributes:
+        name: shown in results and reports.
+        stages: run in order when triggered, each only while the request is over target.
+        always: run on every request before the trigger is checked.
+        post: run after any compaction (tool-pair repair...).
+        threshold: trigger when the checked tokens exceed ``threshold × limit``.
+        target: stages stop once the request is at or under ``target × limit``
+            (None: the threshold).
+        limit: what the ratio is of: ``available`` (seed 000: window − output reserve),
+            ``effective`` (seed 002: window − 8,192 buffer − max output), ``window``, or
+            ``fixed`` (``limit_tokens``, e.g. seed 003's autoCompactThreshold).
+        limit_tokens: the limit when ``limit == "fixed"``.
+        max_tokens: explicit max output tokens (output reserve), when the system sets one.
+        trigger_layers: layers the trigger measures (None: the whole request). Seed 003's
+            legacy trigger sees only L2, L3 and L5.
+        on_over: ``send`` (the request goes out over the limit) or ``final`` (seed 002:
+            force a final turn instead).
+        estimator: spec used when `compact` is given none; ``{provider}`` is filled
+            from the call's model.
+        description: one line for listings.
+    """
+
+    name: str
+    stages: tuple[Stage, ...] = ()
+    always: tuple[Stage, ...] = ()
+    post: tuple[Stage, ...] = ()
+    threshold: float = 0.8
+    target: float | None = None
+    limit: Limit = "available"
+    limit_tokens: int | None = None
+    max_tokens: int | None = None
+    trigger_layers: tuple[str, ...] | None = None
+    on_over: OnOver = "send"
+    estimator: str = "chars:4"
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.threshold <= 10:
+            raise ConfigError(f"threshold must be a ratio in (0, 10], not {self.threshold!r}")
+        if self.target is not None and not 0 < self.target <= 10:
+            raise ConfigError(f"target must be a ratio in (0, 10], not {self.target!r}")
+        if self.limit == "fixed" and not (self.limit_tokens and self.limit_tokens > 0):
+            raise ConfigError("limit='fixed' needs limit_tokens > 0")
+        bad = set(self.trigger_layers or ()) - set(LAYERS)
+        if bad:
+            raise ConfigError(f"unknown layers {sorted(bad)}; layers: {', '.join(LAYERS)}")
+        for s in (*self.stages, *self.always, *self.post):
+            if not isinstance(s, Stage):
+                raise ConfigError(f"{s!r} is not a Stage; build stages with ctxlab.stages.stage")
+
+    def with_threshold(self, threshold: float, target: float | None = None) -> Pipeline:
+        """A copy with another trigger threshold (and target)."""
+        return replace(self, threshold=threshold, target=target)
+
+    def limit_for(self, window: int) -> int:
+        """The limit in tokens for a context window."""
+        if self.limit == "fixed":
+            return int(self.limit_tokens or 0)
+        if self.limit == "window":
+            return window
+        if self.limit == "effective":
+            return effective_limit(window, max_output=self.max_tokens)
+        return window - output_reserve(window, self.max_tokens)
+
+    def __str__(self) -> str:
+        return (f"{self.name}: {' > '.join(s.name for s in self.stages) or 'no stages'} "
+                f"at {self.threshold:.0%} of {self.limit}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompactResult:
+    """What `compact` did to one request (seed 000's CompactionResult, and more).
+
+    Attributes:
+        compacted: whether any event was made.
+        triggered: whether the trigger fired.
+        stages_used: stages that made an event, in order (always-stages included).
+        tokens_before, tokens_after: the whole request, before and after.
+        limit_tokens, target_tokens, window_tokens: the budget it was measured against.
+        within_target: whether the request ends at or under the target (or was never over).
+        over_window: whether it still exceeds the context window.
+        forced_final: seed 002's guard forced a final turn (``on_over="final"``).
+        grammar_before, grammar_after: message-grammar problems, by kind.
+        runs: every stage application (events, tokens, timing).
+        transcript: the annotated transcript; ``transcript.rewind()`` undoes it.
+        view: the request after compaction.
+    """
+
+    pipeline: str
+    session: str
+    call: int
+    compacted: bool
+    triggered: bool
+    stages_used: tuple[str, ...]
+    tokens_before: int
+    tokens_after: int
+    limit_tokens: int
+    target_tokens: int
+    window_tokens: int
+    within_target: bool
+    over_window: bool
+    forced_final: bool
+    grammar_before: dict[str, int]
+    grammar_after: dict[str, int]
+    runs: tuple[StageRun, ...] = field(default_factory=tuple)
+    trigger_scope: str = "the whole request"
+    transcript: Transcript
+    view: View
+
+    @property
+    def tokens_saved(self) -> int:
+        return self.tokens_before - self.tokens_after
+
+    @property
+    def note(self) -> str:
+        """Why the request is over its target after compaction ('' when it is not)."""
+        if self.over_window and not self.triggered:
+            return (f"over the {self.window_tokens:,}-token window, but the trigger did not "
+                    f"fire (it measures {self.trigger_scope})")
+        if self.within_target:
+            return ""
+        if self.forced_final:
+            return "over the limit: the guard forces a final turn instead of compacting"
+        tried = [f"{r.stage}: {r.reason}" for r in self.runs if r.event is None]
+        if not self.runs:
+            return "over target and the pipeline has no stage to run"
+        return ("stages exhausted, still over target" + (f" ({'; '.join(tried)})"
+                                                         if tried else ""))
+
+    def __repr__(self) -> str:
+        return (f"CompactResult({self.pipeline}, call {self.call}: "
+                f"{self.tokens_before:,} → {self.tokens_after:,} tokens "
+                f"(limit {self.limit_tokens:,}), stages {list(self.stages_used)})")
+
+
+def resolve_pipeline(pipeline: str | Pipeline) -> Pipeline:
+    """A pipeline from a preset name, or the instance itself."""
+    if isinstance(pipeline, Pipeline):
+        return pipeline
+    from ctxlab.presets import preset
+    return preset(pipeline)
+
+
+def window_for(t: Transcript, session: str, call: int) -> int:
+    """The context window of the model that made a call (registry lookup)."""
+    c = t.calls[(t.calls["session"] == session) & (t.calls["call"] == call)]
+    model = c["model"].iloc[0] if len(c) and isinstance(c["model"].iloc[0], str) else None
+    return resolve_window(model=model).window_tokens
+
+
+def provider_for(t: Transcript, session: str, call: int) -> str:
+    """The provider of the call's model, as the window registry infers it."""
+    c = t.calls[(t.calls["session"] == session) & (t.calls["call"] == call)]
+    model = c["model"].iloc[0] if len(c) and isinstance(c["model"].iloc[0], str) else None
+    return resolve_window(model=model).provider or ""
+
+
+def pipeline_estimator(p: Pipeline, provider: str) -> Estimator:
+    """The pipeline's default estimator, with ``{provider}`` filled in."""
+    spec = p.estimator.replace("{provider}", provider or "")
+    return get_estimator(spec.rstrip(":"))
+
+
+def checked_tokens(view: View, layers: tuple[str, ...] | None) -> int:
+    """Tokens the trigger sees: the whole request, or only some layers."""
+    if layers is None:
+        return view.total_tokens
+    p = view.parts
+    tokens = int(p.loc[p["layer"].isin(list(layers)), "tokens"].sum())
+    return tokens + (view.overhead_tokens if "system" in layers else 0)
+
+
+def compact(t: Transcript, pipeline: str | Pipeline, *, window: int | None = None,
+            session: str | None = None, call: int | None = None,
+            estimator: str | Estimator | None = None, overhead_tokens: int = 0,
+            force: bool = False) -> CompactResult:
+    """Compact the request of one call (default: the last call of the first session).
+
+    Args:
+        t: the transcript (not changed; the result holds the new one).
+        pipeline: a preset name (``"neurolink"``...) or a `Pipeline`.
+        window: the context window in tokens (default: from the call's model).
+        session: which session (default: the first).
+        call: which call (default: the session's last).
+        estimator: spec or instance (default: the pipeline's).
+        overhead_tokens: unrecorded input to add to the request (system prompt and tool
+            schemas the log lacks; `ctxlab.reported_usage_df` fits it).
+        force: run the stages even when the trigger does not fire.
+
+    Example:
+        >>> import ctxlab
+        >>> t = ctxlab.load("datasets/coding_session.jsonl").rewind_recorded()
+        >>> r = ctxlab.compact(t, "neurolink", window=200_000)
+        >>> r.stages_used[:1], r.tokens_after < r.tokens_before
+        (('prune',), True)
+    """
+    p = resolve_pipeline(pipeline)
+    sessions = t.sessions
+    if not sessions:
+        raise ConfigError("the transcript has no sessions")
+    session = session if session is not None else sessions[0]
+    if session not in sessions:
+        raise ConfigError(f"no session {session!r}; sessions: {sessions[:10]}")
+    calls = t.calls[t.calls["session"] == session]
+    if calls.empty:
+        raise ConfigError(f"session {session!r} has no LLM calls to compact")
+    call = int(calls["call"].max()) if call is None else int(call)
+    end = call_end_pos(t, session, call)
+    win = int(window) if window is not None else window_for(t, session, call)
+    est = get_estimator(estimator) if estimator is not None else \
+        pipeline_estimator(p, provider_for(t, session, call))
+    limit = p.limit_for(win)
+    target = int((p.target if p.target is not None else p.threshold) * limit)
+    budget = Budget(window_tokens=win, limit_tokens=limit, target_tokens=target,
+                    overhead_tokens=int(overhead_tokens))
+    view = build_view(t, session, end, est, budget, call)
+    before, g_before = view.total_tokens, grammar_counts(view.parts)
+    runs: list[StageRun] = []
+    if p.always:
+        r = run_stages(t, view, p.always, end_pos=end, trigger="always", until_target=False)
+        t, view, runs = r.transcript, r.view, runs + list(r.runs)
+    triggered = force or checked_tokens(view, p.trigger_layers) > p.threshold * limit
+    if triggered and p.stages:
+        r = run_stages(t, view, p.stages, end_pos=end, trigger="threshold")
+        t, view, runs = r.transcript, r.view, runs + list(r.runs)
+    if any(run.event is not None for run in runs) and p.post:
+        r = run_stages(t, view, p.post, end_pos=end, trigger="post", until_target=False)
+        t, view, runs = r.transcript, r.view, runs + list(r.runs)
+    after = view.total_tokens
+    return CompactResult(
+        pipeline=p.name, session=session, call=call,
+        compacted=any(run.event is not None for run in runs), triggered=triggered,
+        stages_used=tuple(run.stage for run in runs if run.event is not None),
+        tokens_before=before, tokens_after=after, limit_tokens=limit, target_tokens=target,
+        window_tokens=win, within_target=after <= target or not triggered,
+        over_window=after > win, forced_final=p.on_over == "final" and after > limit,
+        grammar_before=g_before, grammar_after=grammar_counts(view.parts), runs=tuple(runs),
+        trigger_scope=("the whole request" if p.trigger_layers is None
+                       else "only " + ", ".join(p.trigger_layers)),
+        transcript=t, view=view)
+
+
+def compact_all(t: Transcript, pipeline: str | Pipeline, *, window: int | None = None,
+                estimator: str | Estimator | None = None,
+                overhead_tokens: dict[str, int] | int = 0) -> tuple[Transcript, pd.DataFrame]:
+    """Compact every call's request in order, each on the result of the one before.
+
+    A plain walk over the calls (the replay engine adds caching, rewind and what-if on
+    top). Returns the annotated transcript and one row per call: ``session``, ``call``,
+    ``tokens_before``, ``tokens_after``, ``limit_tokens``, ``target_tokens``,
+    ``window_tokens``, ``triggered``, ``stages_used``, ``within_target``, ``over_window``,
+    ``forced_final``, ``note`` (why a request stayed over its target).
+    """
+    p = resolve_pipeline(pipeline)
+    rows = []
+    for session in t.sessions:
+        calls = t.calls.loc[t.calls["session"] == session, "call"].astype(int).tolist()
+        over = overhead_tokens.get(session, 0) if isinstance(overhead_tokens, dict) \
+            else int(overhead_tokens)
+        for k in calls:
+            r = compact(t, p, window=window, session=session, call=k, estimator=estimator,
+                        overhead_tokens=over)
+            t = r.transcript
+            rows.append({"session": session, "call": k, "tokens_before": r.tokens_before,
+                         "tokens_after": r.tokens_after, "limit_tokens": r.limit_tokens,
+                         "target_tokens": r.target_tokens, "window_tokens": r.window_tokens,
+                         "triggered": r.triggered, "stages_used": ",".join(r.stages_used),
+                         "within_target": r.within_target, "over_window": r.over_window,
+                         "forced_final": r.forced_final, "note": r.note})
+    return t, pd.DataFrame(rows)
+
+
+def stages_from(specs: list[str | tuple[str, dict[str, Any]] | Stage]) -> tuple[Stage, ...]:
+    """Stages from names, ``(name, params)`` pairs or instances."""
+    out = []
+    for s in specs:
+        if isinstance(s, tuple):
+            out.append(make_stage(s[0], **s[1]))
+        else:
+            out.append(make_stage(s))
+    return tuple(out)
+
+
+__all__ = ["CompactResult", "Pipeline", "compact", "compact_all", "stages_from"]

@@ -1,0 +1,155 @@
+"""The seed systems as pipelines, with their defaults.
+
+=======================  ===================================================================
+preset                   behaviour
+=======================  ===================================================================
+``neurolink``            seed 000: at 80% of available input (window − min(64k, 35%)):
+                         prune → dedup → summarize → truncate, until under 80%; then
+                         tool-pair repair. NeuroLink's estimator for the call's provider.
+``probe``                seed 001: on overflow (the request no longer fits the window),
+                         remove the intermediate monologue of older segments. chars/4.
+``ai-agent``             seed 002: every tool output over 12,288 bytes is cut behind a
+                         handle; over the effective limit (window − 8,192 − ⌊window/4⌋)
+                         the guard forces a final turn. max(cl100k, chars/4).
+``copilot-legacy``       seed 003 as shipped: agent history keeps final answers, 30
+                         messages; carried context previewed; only L2+L3+L5 are checked
+                         against the 128k autoCompactThreshold — L1 and L4 are never
+                         counted, so project context overflows the window.
+``copilot-fixed``        seed 003's fix plan: the whole request is checked against
+                         128k; big L2/L3 blocks are summarized, then history is trimmed to
+                         the budget left after L1+L2+L3+L5 and a 4,096 output reserve.
+                         One addition the plan lacks: when L1 alone is too big, project
+                         files in L1 are previewed (headings + 100 chars per section)
+                         before history is trimmed — the plan itself never shrinks L1.
+``neuron``               seed 004's recommended composite: over 100k tokens, clear all but
+                         the 2 latest tool results, then keep the last 10 messages.
+``observation-masking``  keep the 10 most recent tool outputs on every request (no trigger),
+                         with a sliding window only if the window itself is exceeded.
+=======================  ===================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ctxlab.errors import ConfigError
+from ctxlab.pipeline import Pipeline, stages_from
+
+COPILOT_AUTO_COMPACT = 128_000  # seed 003: autoCompactThreshold default (tokens)
+NEURON_TRIGGER = 100_000  # seed 004: the examples' compaction threshold
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Preset:
+    """A named pipeline factory."""
+
+    name: str
+    make: Callable[[], Pipeline]
+    source: str
+
+
+def _neurolink() -> Pipeline:
+    return Pipeline(name="neurolink", stages=stages_from(["prune", "dedup", "summarize",
+                                                          "truncate"]),
+                    post=stages_from(["repair"]), threshold=0.8, limit="available",
+                    estimator="neurolink:{provider}",
+                    description="seed 000: prune, dedup, summarize, truncate at 80%")
+
+
+def _probe() -> Pipeline:
+    return Pipeline(name="probe", stages=stages_from(["monologue"]), threshold=1.0,
+                    limit="window", estimator="probe",
+                    description="seed 001: drop older segments' monologue on overflow")
+
+
+def _ai_agent() -> Pipeline:
+    return Pipeline(name="ai-agent",
+                    always=stages_from([("truncate_tool_output",
+                                         {"max_bytes": 12_288, "handle": True})]),
+                    threshold=1.0, limit="effective", on_over="final",
+                    estimator="max:tiktoken:cl100k_base,chars:4",
+                    description="seed 002: cut big tool outputs; force a final turn over limit")
+
+
+def _copilot_legacy() -> Pipeline:
+    return Pipeline(name="copilot-legacy",
+                    always=stages_from(["monologue", ("keep_last", {"keep": 30,
+                                                                    "scope": "history"}),
+                                        "carry_forward"]),
+                    stages=stages_from([("summarize", {"mode": "blocks"})]),
+                    threshold=1.0, limit="fixed", limit_tokens=COPILOT_AUTO_COMPACT,
+                    trigger_layers=("carried", "current", "prompt"), estimator="chars:4",
+                    description="seed 003 as shipped: only L2+L3+L5 checked")
+
+
+def _copilot_fixed() -> Pipeline:
+    return Pipeline(name="copilot-fixed",
+                    always=stages_from(["monologue", "carry_forward"]),
+                    stages=stages_from([("summarize", {"mode": "blocks"}),
+                                        ("carry_forward", {"layers": ("system",),
+                                                           "section_chars": 100}),
+                                        "trim_history"]),
+                    threshold=1.0, limit="fixed", limit_tokens=COPILOT_AUTO_COMPACT,
+                    estimator="chars:4",
+                    description="seed 003's fix: whole payload budgeted, history trimmed")
+
+
+def _neuron() -> Pipeline:
+    return Pipeline(name="neuron", stages=stages_from([("clear_tool_results", {"keep": 2}),
+                                                       ("keep_last", {"keep": 10})]),
+                    threshold=1.0, limit="fixed", limit_tokens=NEURON_TRIGGER,
+                    estimator="neuron",
+                    description="seed 004: clear tool results, then a sliding window")
+
+
+def _observation_masking() -> Pipeline:
+    return Pipeline(name="observation-masking",
+                    always=stages_from([("clear_tool_results", {"keep": 10})]),
+                    stages=stages_from([("keep_last", {"keep": 40})]),
+                    post=stages_from(["repair"]), threshold=1.0, limit="window",
+                    estimator="chars:4",
+                    description="keep the 10 latest tool outputs; window as a last resort")
+
+
+_PRESETS: dict[str, Preset] = {}
+
+
+def register_preset(p: Preset) -> Preset:
+    """Add a preset; a second one with the same name is an error."""
+    if p.name in _PRESETS:
+        raise ConfigError(f"a preset named {p.name!r} is already registered")
+    _PRESETS[p.name] = p
+    return p
+
+
+for _p in (Preset(name="neurolink", make=_neurolink, source="seed 000"),
+           Preset(name="probe", make=_probe, source="seed 001"),
+           Preset(name="ai-agent", make=_ai_agent, source="seed 002"),
+           Preset(name="copilot-legacy", make=_copilot_legacy, source="seed 003"),
+           Preset(name="copilot-fixed", make=_copilot_fixed, source="seed 003 fix plan"),
+           Preset(name="neuron", make=_neuron, source="seed 004"),
+           Preset(name="observation-masking", make=_observation_masking,
+                  source="observation masking (keep the last N tool outputs)")):
+    register_preset(_p)
+
+
+def preset_names() -> list[str]:
+    """Every preset name."""
+    return sorted(_PRESETS)
+
+
+def preset(name: str, **changes: Any) -> Pipeline:
+    """The pipeline of a preset, optionally with fields replaced (``threshold=0.7``).
+
+    Raises:
+        ConfigError: unknown preset (listing the known ones) or unknown field.
+    """
+    if name not in _PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; presets: {', '.join(preset_names())}")
+    p = _PRESETS[name].make()
+    try:
+        return replace(p, **changes) if changes else p
+    except TypeError as e:
+        raise ConfigError(f"preset {name!r}: {e}") from None

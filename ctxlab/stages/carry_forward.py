@@ -1,0 +1,148 @@
+"""Carry-forward compaction (seed 003, Obsidian Copilot ``L2ContextCompactor``).
+
+When the attachments of a turn are carried into later requests (the L2 layer),
+each one is reduced, deterministically and without an LLM, to a structure-and-
+preview block: its headings (markdown ``#`` lines outside code fences, or lines
+opening an XML-like tag such as ``<file path="...">``) and about ``section_chars``
+characters of every section, wrapped in ``<prior_context>``. Attachments under
+``min_chars`` characters, attachments an earlier event produced, and blocks that
+would not save tokens are left as they are.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ctxlab.errors import ConfigError
+from ctxlab.stages import register
+from ctxlab.stages.base import Edit, NewPart, Stage, View
+
+_MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S")
+_TAG_OPEN = re.compile(r"^\s*<([A-Za-z][\w.:-]*)(\s[^<>]*)?/?>")
+_FENCE = re.compile(r"^\s*(```|~~~)")
+MAX_HEADING_CHARS = 200
+
+
+def _is_heading(line: str) -> bool:
+    return bool(_MD_HEADING.match(line) or _TAG_OPEN.match(line))
+
+
+def sections(text: str) -> list[tuple[str, str]]:
+    """Split a text into ``(heading, body)`` sections; the preamble has heading ``""``.
+
+    Example:
+        >>> sections("intro\\n# A\\none\\n```\\n# not a heading\\n```\\n<note path='x'>\\nbody")
+        [('', 'intro'), ('# A', 'one\\n```\\n# not a heading\\n```'), ("<note path='x'>", 'body')]
+    """
+    out: list[tuple[str, list[str]]] = [("", [])]
+    fenced = False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced and _is_heading(line):
+            out.append((line.strip(), []))
+            continue
+        out[-1][1].append(line)
+    return [(h, "\n".join(body).strip("\n")) for h, body in out if h or "".join(body).strip()]
+
+
+def structure_preview(text: str, section_chars: int, *, source: str | None = None) -> str:
+    """The ``<prior_context>`` block of one attachment: headings and section previews.
+
+    Example:
+        >>> print(structure_preview("# Plan\\n" + "a" * 30 + "\\n## Risks\\nnone", 10))
+        <prior_context chars="51">
+        # Plan
+        aaaaaaaaaa […20 more chars]
+        ## Risks
+        none
+        </prior_context>
+    """
+    attrs = f' source="{source.replace(chr(34), "&quot;")}"' if source else ""
+    lines = [f'<prior_context{attrs} chars="{len(text)}">']
+    for heading, body in sections(text):
+        if heading:
+            lines.append(heading if len(heading) <= MAX_HEADING_CHARS
+                         else heading[:MAX_HEADING_CHARS] + "…")
+        if body:
+            cut = body[:section_chars].rstrip()
+            more = len(body) - len(cut)
+            lines.append(cut + (f" […{more:,} more chars]" if more > 0 else ""))
+    lines.append("</prior_context>")
+    return "\n".join(lines)
+
+
+@register
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CarryForward(Stage):
+    """Reduce carried-forward attachments (L2) to headings and section previews.
+
+    Attributes:
+        section_chars: characters kept of each section (seed 003: ~500).
+        min_chars: attachments shorter than this are left alone (2,000).
+        layers: which layers' context to preview: ``("carried",)`` is seed 003's
+            L2ContextCompactor; adding ``"system"`` previews project context in L1 too (the
+            improvement ``copilot-fixed`` uses when L1 alone leaves no room for history).
+
+    Example:
+        >>> from ctxlab.stages import stage
+        >>> stage("carry_forward")
+        CarryForward(section_chars=500, min_chars=2000, layers=('carried',))
+    """
+
+    name = "carry_forward"
+    source = "seed 003 (Obsidian Copilot L2ContextCompactor)"
+    section_chars: int = 500
+    min_chars: int = 2_000
+    layers: tuple[str, ...] = ("carried",)
+
+    def __post_init__(self) -> None:
+        for name, value in (("section_chars", self.section_chars), ("min_chars", self.min_chars)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"carry_forward: {name} must be an int >= 1, got {value!r}")
+        if not self.layers or not set(self.layers) <= {"system", "carried", "current"}:
+            raise ConfigError(f"carry_forward: layers must be some of system, carried, current; "
+                              f"got {self.layers!r}")
+
+    def plan(self, view: View) -> Edit | None:
+        p = view.parts
+        in_layers = p["layer"].isin(list(self.layers)).to_numpy()
+        context = (p["kind"] == "attachment").to_numpy() | (
+            (p["layer"] == "system").to_numpy() & (p["kind"] == "text").to_numpy())
+        carried = p[in_layers & context]
+        if carried.empty:
+            return None
+        text = carried["content"].fillna("")
+        carried = carried[(text.str.len() >= self.min_chars).to_numpy()
+                          & carried["event"].isna().to_numpy()
+                          & ~text.str.startswith("<prior_context").to_numpy(dtype=bool)]
+        if carried.empty:
+            return Edit(stage=self.name, reason=f"every carried attachment is under "
+                        f"{self.min_chars:,} chars or already compacted")
+        hide: list[int] = []
+        inserts: list[NewPart] = []
+        saved = 0
+        for r in carried.itertuples():
+            path = r.file_path if isinstance(r.file_path, str) else None
+            block = structure_preview(str(r.content), self.section_chars, source=path)
+            gain = int(r.tokens) - view.estimate(block)
+            if gain <= 0:
+                continue
+            saved += gain
+            hide.append(int(r.part))
+            inserts.append(NewPart(content=block, kind=r.kind, role=r.role,
+                                   anchor=int(r.part), join_message=True, file_path=path,
+                                   tool_name=r.tool_name if isinstance(r.tool_name, str)
+                                   else None,
+                                   meta={"compacted_from_chars": len(str(r.content))}))
+        if not hide:
+            return Edit(stage=self.name, reason=f"no carried attachment would shrink as a "
+                        f"structure preview ({len(carried)} checked)")
+        return Edit(stage=self.name, hide=tuple(hide), insert=tuple(inserts),
+                    reason=f"compacted {len(hide)} carried attachment(s) to headings and "
+                           f"{self.section_chars}-char section previews",
+                    details={"compacted": len(hide), "tokens_saved": saved})
+
+
+__all__ = ["CarryForward", "sections", "structure_preview"]

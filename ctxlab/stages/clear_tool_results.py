@@ -1,0 +1,94 @@
+"""Tool-result clearing (seed 004, neuron-context ``ToolResultClearingStrategy``).
+
+Also known as *observation masking*: every tool result except the ``keep`` most
+recent is replaced by a short placeholder that keeps the tool-call id (and tool
+name), so each call still has its answer and the conversation keeps its shape.
+The most recent results are counted over every visible tool result, as
+neuron-context counts result blocks by position.
+
+Two things are left as they are: parts an earlier event inserted (placeholders,
+truncated results — never cleared twice), and results no bigger than the
+placeholder (clearing them would add tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ctxlab.errors import ConfigError
+from ctxlab.stages import register
+from ctxlab.stages.base import Edit, NewPart, Stage, View
+
+PLACEHOLDER = "[tool result cleared]"
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+@register
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClearToolResults(Stage):
+    """Replace all but the ``keep`` most recent tool results with a placeholder.
+
+    Attributes:
+        keep: most recent tool results kept intact (seed 004's example: 2).
+        placeholder: the text of a cleared result (seed 004: ``"[tool result cleared]"``).
+
+    Example:
+        >>> import pandas as pd
+        >>> from ctxlab.stages.base import View
+        >>> from ctxlab.tokens import estimator
+        >>> parts = pd.DataFrame({"part": range(6), "msg": range(6),
+        ...     "role": ["user", "assistant", "user", "assistant", "user", "assistant"],
+        ...     "kind": ["text", "tool_call", "tool_result"] * 2,
+        ...     "tool_call_id": [None, "a", "a", None, None, None],
+        ...     "tool_name": [None, "Read", "Read", None, None, None],
+        ...     "file_path": None, "event": None, "content": "x" * 400, "tokens": 100})
+        >>> parts.loc[3:5, "kind"] = ["tool_call", "tool_result", "text"]
+        >>> parts.loc[3:4, "tool_call_id"] = "b"
+        >>> view = View(parts=parts, estimator=estimator("chars:4"), window_tokens=1000,
+        ...             limit_tokens=500, target_tokens=500)
+        >>> edit = ClearToolResults(keep=1).plan(view)
+        >>> edit.hide, edit.insert[0].tool_call_id, edit.insert[0].content
+        ((2,), 'a', '[tool result cleared]')
+    """
+
+    name = "clear_tool_results"
+    source = "seed 004 (neuron-context ToolResultClearingStrategy)"
+    keep: int = 2
+    placeholder: str = PLACEHOLDER
+
+    def __post_init__(self) -> None:
+        if isinstance(self.keep, bool) or not isinstance(self.keep, int) or self.keep < 0:
+            raise ConfigError(f"clear_tool_results: keep must be an int >= 0, got {self.keep!r}")
+        if not isinstance(self.placeholder, str) or not self.placeholder.strip():
+            raise ConfigError("clear_tool_results: placeholder must be a non-empty text")
+
+    def plan(self, view: View) -> Edit | None:
+        p = view.parts
+        results = p[p["kind"] == "tool_result"]
+        if len(results) <= self.keep:
+            return None
+        older = results.iloc[:len(results) - self.keep]
+        older = older[older["event"].isna().to_numpy()]
+        placeholder_tokens = view.estimate(self.placeholder)
+        older = older[(older["tokens"] > placeholder_tokens).to_numpy()]
+        if older.empty:
+            return Edit(stage=self.name, reason="every older tool result is already cleared "
+                        "or no bigger than the placeholder")
+        inserts = tuple(
+            NewPart(content=self.placeholder, kind="tool_result", role=r.role,
+                    anchor=int(r.part), join_message=True,
+                    tool_name=_text_or_none(r.tool_name),
+                    tool_call_id=_text_or_none(r.tool_call_id),
+                    file_path=_text_or_none(r.file_path))
+            for r in older.itertuples())
+        saved = int(older["tokens"].sum()) - placeholder_tokens * len(older)
+        return Edit(stage=self.name, hide=tuple(int(i) for i in older["part"]), insert=inserts,
+                    reason=f"cleared {len(older)} tool results, kept the {self.keep} most "
+                           f"recent",
+                    details={"cleared": len(older), "kept": self.keep, "tokens_saved": saved})
+
+
+__all__ = ["PLACEHOLDER", "ClearToolResults"]

@@ -1,0 +1,279 @@
+"""File-read deduplication (seed 000, stage 2): keep only the latest read of each file.
+
+Every earlier read of a file that is read again later is replaced by the placeholder
+``[File - refer to latest read below]`` (a replaced tool result keeps its tool-call
+linkage, so pairs stay whole). The edit is made only when it saves at least
+``threshold`` (seed 000's ``DEDUP_THRESHOLD``, 30%) of the tokens of the file-read
+content the stage considered: every part detected as a read, the latest ones included.
+
+Two ways to find reads:
+
+* ``mode="regex"`` (the seed, faithfully): seed 000's pattern is searched in the text
+  of every conversation part (not the system prompt, tool schemas, the current user
+  prompt or thinking, which NeuroLink's messages do not carry as content); its first
+  match names the "path". The pattern also matches prose — "I read the docs" reads a
+  file called ``the``, and the placeholder itself ("refer to latest read below]") reads
+  ``below]`` — and the stage keeps that behaviour (its own placeholders are skipped).
+* ``mode="paths"`` (the improvement): only tool results of read tools count, keyed on
+  the file they really read: ``Read``/``read_file``/``view``/``open``-style tools (the
+  part's ``file_path``), editor tools called with ``command: "view"`` (OpenHands), and
+  shell tools whose whole command is ``cat <file>`` (Codex ``shell``, Claude Code
+  ``Bash``). A partial read (``offset``/``limit``/``view_range``...) is replaced only by
+  a later read of the same range or of the whole file; error results never count.
+  Prose never matches.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import pandas as pd
+
+from ctxlab.errors import ConfigError
+from ctxlab.stages import register
+from ctxlab.stages.base import Edit, Stage, View
+from ctxlab.stages.tool_output import optional_text, replacement
+
+PLACEHOLDER = "[File - refer to latest read below]"
+DEDUP_THRESHOLD = 0.3  # seed 000
+READ_PATTERN = re.compile(r"(?:read|reading|read_file|readFile|Read file|cat)\s+['\"`]?"
+                          r"([^\s'\"`\n]+)", re.IGNORECASE)
+READ_TOOLS = frozenset({"Read", "NotebookRead", "read_file", "ReadFile", "read_text_file",
+                        "read", "view", "open"})
+EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool", "text_editor"})
+SHELL_TOOLS = frozenset({"Bash", "bash", "shell", "exec", "exec_command", "execute_bash",
+                         "run_shell_command", "local_shell", "shell_command"})
+RANGE_KEYS = ("offset", "limit", "view_range", "start_line", "end_line", "line_start",
+              "line_end", "lines", "pages")
+REGEX_LAYERS = ("carried", "current", "history")
+REGEX_KINDS = ("text", "tool_call", "tool_result", "attachment", "summary", "marker")
+UNKNOWN = "?"  # range of a read whose arguments are not in the request
+_SHELL_OPERATORS = re.compile(r"[|;&<>$`]")
+
+
+def regex_read_path(text: str) -> str | None:
+    """The file seed 000's pattern says a text reads (its first match), or None.
+
+    Example:
+        >>> regex_read_path("I read README.md and then cat setup.py")
+        'README.md'
+        >>> regex_read_path("I read the docs"), regex_read_path("no file here")
+        ('the', None)
+    """
+    m = READ_PATTERN.search(text)
+    return m.group(1) if m else None
+
+
+def call_arguments(content: str, tool_name: str | None = None) -> dict[str, Any] | None:
+    """The JSON arguments of a tool-call part (``name({...})``), or None.
+
+    Example:
+        >>> call_arguments('Read({"file_path": "a.py", "offset": 10})', "Read")
+        {'file_path': 'a.py', 'offset': 10}
+    """
+    if tool_name and content.startswith(f"{tool_name}(") and content.endswith(")"):
+        raw = content[len(tool_name) + 1:-1]
+    else:
+        i = content.find("(")
+        if i < 0 or not content.endswith(")"):
+            return None
+        raw = content[i + 1:-1]
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def cat_path(command: Any) -> str | None:
+    """The file a shell command reads whole, when the command is just ``cat <file>``.
+
+    Example:
+        >>> cat_path("cat setup.py"), cat_path(["bash", "-lc", "cat -n 'a b.txt'"])
+        ('setup.py', 'a b.txt')
+        >>> cat_path("cat a.py | head"), cat_path("sed -n 1,20p a.py")
+        (None, None)
+    """
+    if isinstance(command, list) and all(isinstance(c, str) for c in command):
+        command = command[-1] if len(command) >= 3 and command[-2] in ("-c", "-lc") \
+            else shlex.join(command)
+    if not isinstance(command, str) or _SHELL_OPERATORS.search(command):
+        return None
+    try:
+        tokens = shlex.split(command)
+    except ValueError:
+        return None
+    if len(tokens) < 2 or tokens[0] != "cat":
+        return None
+    files = [t for t in tokens[1:] if t not in ("-n", "--number")]
+    if len(files) != 1 or files[0].startswith("-"):
+        return None
+    return files[0]
+
+
+def _normal(path: str) -> str:
+    return posixpath.normpath(path) if path else path
+
+
+def _is_error(meta: Any) -> bool:
+    text = optional_text(meta)
+    if not text or "is_error" not in text:
+        return False
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return isinstance(value, dict) and value.get("is_error") is True
+
+
+def _read_of(row: Any, args: dict[str, Any] | None) -> tuple[str, Any] | None:
+    """(path, range) of a tool result that reads a file, else None.
+
+    The range is None for a whole-file read, a tuple of the range arguments for a
+    partial one, and `UNKNOWN` when the call's arguments are not in the request.
+    """
+    name = optional_text(row.tool_name) or ""
+    if name in SHELL_TOOLS:
+        path = cat_path((args or {}).get("command", (args or {}).get("cmd")))
+        return (_normal(path), None) if path else None
+    if name in EDITOR_TOOLS:
+        if not args or args.get("command") != "view" or not isinstance(args.get("path"), str):
+            return None
+        path, rng = args["path"], None
+    elif name in READ_TOOLS or name.endswith(("__read_file", "__read_text_file")):
+        path = optional_text(row.file_path) or (args or {}).get("file_path") \
+            or (args or {}).get("path")
+        if not isinstance(path, str) or not path:
+            return None
+        if args is None:
+            return _normal(path), UNKNOWN
+        rng = None
+    else:
+        return None
+    given = tuple((k, json.dumps(args[k], sort_keys=True)) for k in RANGE_KEYS
+                  if args.get(k) is not None)
+    return _normal(path), (given or rng)
+
+
+def file_reads(parts: pd.DataFrame) -> pd.DataFrame:
+    """The tool results of a request that read a file, with the file and the range read.
+
+    Columns: ``part`` (id), ``path`` (normalised), ``range`` (None: the whole file).
+    Error results and parts inserted by earlier edits (placeholders, cut outputs) are
+    left out: they are not reads of the file.
+    """
+    calls = parts[parts["kind"] == "tool_call"]
+    args = {cid: call_arguments(c, optional_text(n))
+            for cid, c, n in zip(calls["tool_call_id"], calls["content"], calls["tool_name"])
+            if isinstance(cid, str)}
+    rows: list[tuple[int, str, Any]] = []
+    results = parts[(parts["kind"] == "tool_result") & parts["event"].isna()]
+    for r in results.itertuples():
+        if _is_error(r.meta):
+            continue
+        cid = optional_text(r.tool_call_id)
+        read = _read_of(r, args.get(cid) if cid else None)
+        if read is not None:
+            rows.append((int(r.part), read[0], read[1]))
+    return pd.DataFrame(rows, columns=["part", "path", "range"])
+
+
+@register
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dedup(Stage):
+    """Replace every earlier read of a file with a placeholder; keep the latest.
+
+    Attributes:
+        mode: ``"regex"`` (seed 000's pattern over message text, prose included) or
+            ``"paths"`` (the files read tools really read).
+        threshold: the edit is made only if it saves at least this fraction of the
+            tokens of the file-read parts considered (seed 000's ``DEDUP_THRESHOLD``: 0.3).
+        placeholder: the text that replaces an earlier read.
+    """
+
+    name = "dedup"
+    source = "seed 000 (NeuroLink deduplicateFileReads)"
+    mode: Literal["regex", "paths"] = "regex"
+    threshold: float = DEDUP_THRESHOLD
+    placeholder: str = PLACEHOLDER
+
+    def __post_init__(self) -> None:
+        if self.mode not in ("regex", "paths"):
+            raise ConfigError(f"dedup: mode must be 'regex' or 'paths', got {self.mode!r}")
+        if isinstance(self.threshold, bool) or not isinstance(self.threshold, (int, float)) \
+                or not 0.0 <= self.threshold <= 1.0:
+            raise ConfigError(f"dedup: threshold must be a fraction between 0 and 1, got "
+                              f"{self.threshold!r}")
+        if not isinstance(self.placeholder, str) or not self.placeholder:
+            raise ConfigError("dedup: placeholder must be a non-empty text")
+
+    def plan(self, view: View) -> Edit | None:
+        p = view.parts
+        reads = self._reads(p)
+        if reads.empty:
+            return None
+        stale = _superseded(reads, by_range=self.mode == "paths")
+        if not stale:
+            return None
+        rows = p[p["part"].isin(stale)]
+        considered = view.tokens_of(reads["part"])
+        saved = int(rows["tokens"].sum()) - view.estimate(self.placeholder) * len(rows)
+        files = int(reads.loc[reads["part"].isin(stale), "path"].nunique())
+        if saved <= 0 or saved < self.threshold * considered:
+            share = saved / considered if considered else 0.0
+            return Edit(stage=self.name, reason=f"would save {saved:,} of {considered:,} "
+                        f"file-read tokens ({share:.0%}), under the {self.threshold:.0%} "
+                        f"threshold")
+        inserts = tuple(replacement(r, self.placeholder, meta={"deduplicated": True})
+                        for r in rows.itertuples())
+        return Edit(stage=self.name, hide=tuple(int(i) for i in rows["part"]), insert=inserts,
+                    reason=f"replaced {len(rows)} earlier reads of {files} "
+                           f"file{'' if files == 1 else 's'} with a pointer to the latest read",
+                    details={"mode": self.mode, "files_deduped": files, "replaced": len(rows),
+                             "tokens_saved": saved, "considered_tokens": considered})
+
+    def _reads(self, p: pd.DataFrame) -> pd.DataFrame:
+        """Candidate reads in position order: ``part``, ``path``, ``range``."""
+        if p.empty:
+            return pd.DataFrame(columns=["part", "path", "range"])
+        if self.mode == "paths":
+            reads = file_reads(p)
+        else:
+            cand = p[p["layer"].isin(REGEX_LAYERS) & p["kind"].isin(REGEX_KINDS)
+                     & (p["content"] != self.placeholder)]
+            found = cand["content"].map(regex_read_path)
+            hit = found.notna()
+            reads = pd.DataFrame({"part": cand.loc[hit, "part"].astype("int64"),
+                                  "path": found[hit].astype(object), "range": None})
+        placeholder_parts = set(p.loc[p["content"] == self.placeholder, "part"].astype(int))
+        return reads[~reads["part"].isin(placeholder_parts)].reset_index(drop=True)
+
+
+def _superseded(reads: pd.DataFrame, *, by_range: bool) -> list[int]:
+    """Part ids of reads a later read of the same file replaces.
+
+    Without ``by_range`` any later read of the path does (the seed); with it, only a later
+    whole-file read or a later read of the very same (known) range.
+    """
+    stale: list[int] = []
+    latest_whole: set[str] = set()
+    latest_range: set[tuple[str, Any]] = set()
+    for part, path, rng in zip(reversed(reads["part"].tolist()), reversed(reads["path"].tolist()),
+                               reversed(reads["range"].tolist())):
+        if not by_range:
+            if path in latest_whole:
+                stale.append(int(part))
+            latest_whole.add(path)
+            continue
+        if path in latest_whole or (rng not in (None, UNKNOWN) and (path, rng) in latest_range):
+            stale.append(int(part))
+        if rng is None:
+            latest_whole.add(path)
+        elif rng != UNKNOWN:
+            latest_range.add((path, rng))
+    return sorted(stale)

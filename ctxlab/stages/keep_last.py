@@ -1,0 +1,90 @@
+"""Sliding window (seed 004, neuron-context ``SlidingWindowStrategy``): keep the last N messages.
+
+System-role parts (system prompt, tool definitions) are always kept; of the other
+messages only the last ``keep`` survive and the older ones are hidden whole. With
+``scope="history"`` the window counts only messages of the L4 history layer (the
+current turn and carried attachments are left alone): that models Obsidian
+Copilot's ``BufferWindowMemory`` with ``k = contextTurns * 2 = 30`` messages
+(seed 003).
+
+A window edge can fall between a tool call and its result; neuron-context drops
+messages without looking, so the faithful stage leaves such orphans to the
+pipeline's ``repair`` post-step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ctxlab.errors import ConfigError
+from ctxlab.stages import register
+from ctxlab.stages.base import Edit, Stage, View
+
+Scope = Literal["all", "history"]
+
+
+@register
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeepLast(Stage):
+    """Keep system parts and the last ``keep`` non-system messages; hide the rest.
+
+    Attributes:
+        keep: non-system messages kept (seed 004's quick example uses 10).
+        scope: ``"all"`` (every non-system message, as neuron-context) or
+            ``"history"`` (only the L4 history layer, as Copilot's memory window).
+
+    Example:
+        Seed 004's ``SlidingWindowStrategy::new(2, 500)``:
+
+        >>> import pandas as pd
+        >>> from ctxlab.stages.base import View
+        >>> from ctxlab.tokens import estimator
+        >>> roles = ["system", "user", "assistant", "user", "assistant", "user", "assistant"]
+        >>> parts = pd.DataFrame({"part": range(7), "msg": range(7), "turn": [0, 1, 1, 2, 2, 3, 3],
+        ...     "role": roles, "kind": ["text"] * 7, "layer": ["system"] + ["history"] * 4
+        ...     + ["prompt", "current"], "tokens": [7, 4, 10, 6, 9, 5, 10], "tool_call_id": None})
+        >>> view = View(parts=parts, estimator=estimator("chars:4"), window_tokens=1000,
+        ...             limit_tokens=500, target_tokens=500)
+        >>> KeepLast(keep=2).plan(view).hide
+        (1, 2, 3, 4)
+    """
+
+    name = "keep_last"
+    source = "seed 004 (neuron-context SlidingWindowStrategy)"
+    keep: int = 10
+    scope: Scope = "all"
+
+    def __post_init__(self) -> None:
+        if isinstance(self.keep, bool) or not isinstance(self.keep, int) or self.keep < 0:
+            raise ConfigError(f"keep_last: keep must be an int >= 0, got {self.keep!r}")
+        if self.scope not in ("all", "history"):
+            raise ConfigError(f"keep_last: scope must be 'all' or 'history', got "
+                              f"{self.scope!r}")
+
+    def plan(self, view: View) -> Edit | None:
+        p = view.parts
+        if p.empty:
+            return None
+        if self.scope == "all":
+            window = p[(p["role"] != "system") & (p["kind"] != "tool_schema")]
+        else:
+            window = p[p["layer"] == "history"]
+        order = window["msg"].drop_duplicates().tolist()
+        if len(order) <= self.keep:
+            return None
+        dropped = order[:len(order) - self.keep]
+        hidden = window[window["msg"].isin(dropped)]
+        hide = tuple(int(i) for i in hidden["part"])
+        hidden_calls = set(hidden.loc[hidden["kind"] == "tool_call", "tool_call_id"].dropna())
+        orphans = int((~p["part"].isin(hide) & (p["kind"] == "tool_result")
+                       & p["tool_call_id"].isin(list(hidden_calls))).sum())
+        where = "non-system" if self.scope == "all" else "history"
+        return Edit(stage=self.name, hide=hide,
+                    reason=f"kept the last {self.keep} {where} messages, dropped "
+                           f"{len(dropped)} older ones",
+                    details={"messages_dropped": len(dropped), "messages_kept": self.keep,
+                             "tokens_saved": view.tokens_of(hide), "orphaned_results": orphans})
+
+
+__all__ = ["KeepLast"]

@@ -1,0 +1,308 @@
+"""Summarization (seed 000 stage 3, seed 004's SummarizationStrategy, seed 003's map-reduce).
+
+History mode (seeds 000 and 004): the older conversation messages are replaced by one
+summary message; the most recent ones are kept verbatim. Seed 000 keeps
+``max(4, ceil(0.3 × messages))``, does nothing with 4 or fewer messages, merges a
+previous summary into the new one (iterative summarization), inserts the summary as a
+``system`` message and falls through silently when the summarizer fails. Seed 004 keeps
+exactly N messages and prefixes the summary with ``[Summary of earlier conversation]``
+(``keep_recent=N, prefix=..., role="user"`` in its preset).
+
+Blocks mode (seed 003's ContextCompactor): every context block of the carried and current
+layers (L2, L3: attachments and tool results) longer than ``block_chars`` is summarized
+on its own (map); when the block summaries together are still over the budget, they are
+summarized together (reduce). The user's prompt (L5) is never touched.
+
+Only conversation messages are summarized: system parts (L1), tool schemas and the
+current prompt (L5) stay. The boundary between summarized and kept messages never
+splits a tool call from its result, and is moved earlier (keeping more) when the kept
+messages would open the conversation with something other than a user message.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from ctxlab import summarizers
+from ctxlab.errors import ConfigError
+from ctxlab.stages import register
+from ctxlab.stages.base import Edit, NewPart, Stage, View
+from ctxlab.summarizers.base import Summarizer, SummarizerError, Summary
+
+SEED_004_PREFIX = "[Summary of earlier conversation]"
+_FIXED = frozenset({"system", "tools", "prompt"})
+
+
+@register
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Summarize(Stage):
+    """Replace older messages (or large context blocks) by a summary.
+
+    Attributes:
+        keep_recent_ratio: share of the conversation messages kept verbatim (0.3, seed 000).
+        min_recent: at least this many recent messages are kept (4, seed 000).
+        keep_recent: keep exactly this many recent messages, overriding the ratio (seed
+            004's N); None uses the ratio.
+        min_messages: summarize only when there are at least this many conversation
+            messages (5: seed 000 does nothing with 4 or fewer).
+        summarizer: the summarizer's registry name (an instance is accepted and stored as
+            its name; it must be registered); resolved when the stage plans.
+        role: the summary message's role (``"system"``, seed 000; seed 004 uses ``"user"``).
+        prefix: a line put before the summary (seed 004: ``"[Summary of earlier
+            conversation]"``).
+        budget_tokens: the summary's token budget; None: ``min(8000, 10% of the target)``.
+        mode: ``"history"`` (seeds 000, 004) or ``"blocks"`` (seed 003).
+        block_chars: blocks mode summarizes blocks longer than this (50,000, seed 003).
+
+    Example:
+        >>> from ctxlab.stages import stage
+        >>> s = stage("summarize", keep_recent=5, prefix=SEED_004_PREFIX, role="user")
+        >>> s.keep_recent, s.summarizer, s.mode
+        (5, 'structured', 'history')
+    """
+
+    name = "summarize"
+    source = ("seed 000 (NeuroLink summarizeMessages); seed 004 (neuron SummarizationStrategy); "
+              "seed 003 (Copilot ContextCompactor map-reduce, blocks mode)")
+    keep_recent_ratio: float = 0.3
+    min_recent: int = 4
+    keep_recent: int | None = None
+    min_messages: int = 5
+    summarizer: str = "structured"
+    role: Literal["system", "user"] = "system"
+    prefix: str = ""
+    budget_tokens: int | None = None
+    mode: Literal["history", "blocks"] = "history"
+    block_chars: int = 50_000
+
+    def __post_init__(self) -> None:
+        if isinstance(self.summarizer, Summarizer):
+            if summarizers.REGISTRY.find(self.summarizer.name) is not self.summarizer:
+                raise ConfigError(f"summarize: summarizer {self.summarizer!r} is not registered; "
+                                  f"register it with ctxlab.summarizers.register(...) first")
+            object.__setattr__(self, "summarizer", self.summarizer.name)
+        problems = []
+        if not 0.0 <= self.keep_recent_ratio <= 1.0:
+            problems.append(f"keep_recent_ratio must be in [0, 1], not {self.keep_recent_ratio!r}")
+        for f in ("min_recent", "min_messages", "keep_recent"):
+            v = getattr(self, f)
+            if v is not None and (not isinstance(v, int) or v < 0):
+                problems.append(f"{f} must be an integer >= 0, not {v!r}")
+        if self.role not in ("system", "user"):
+            problems.append(f"role must be 'system' or 'user', not {self.role!r}")
+        if self.mode not in ("history", "blocks"):
+            problems.append(f"mode must be 'history' or 'blocks', not {self.mode!r}")
+        if not isinstance(self.block_chars, int) or self.block_chars < 1:
+            problems.append(f"block_chars must be a positive integer, not {self.block_chars!r}")
+        if self.budget_tokens is not None and (not isinstance(self.budget_tokens, int)
+                                               or self.budget_tokens < 1):
+            problems.append(f"budget_tokens must be a positive integer or None, "
+                            f"not {self.budget_tokens!r}")
+        if not isinstance(self.prefix, str):
+            problems.append(f"prefix must be a string, not {self.prefix!r}")
+        if problems:
+            raise ConfigError("summarize: " + "; ".join(problems))
+        summarizers.summarizer(self.summarizer)
+
+    def plan(self, view: View) -> Edit | None:
+        if view.parts.empty:
+            return None
+        backend = summarizers.summarizer(self.summarizer)
+        budget = self.budget_tokens or max(1, min(8000, view.target_tokens // 10))
+        if self.mode == "blocks":
+            return self._plan_blocks(view, backend, budget)
+        return self._plan_history(view, backend, budget)
+
+    # ---- history mode -----------------------------------------------------------------
+    def keep_count(self, messages: int) -> int:
+        """How many of ``messages`` conversation messages are kept verbatim.
+
+        Example:
+            >>> Summarize().keep_count(10), Summarize().keep_count(40)
+            (4, 12)
+            >>> Summarize(keep_recent=5).keep_count(40)
+            5
+        """
+        if self.keep_recent is not None:
+            return self.keep_recent
+        return max(self.min_recent, math.ceil(self.keep_recent_ratio * messages - 1e-9))
+
+    def _plan_history(self, view: View, backend: Summarizer, budget: int) -> Edit:
+        msgs = _messages(view.parts)
+        cand = np.flatnonzero(msgs["candidate"].to_numpy())
+        n = len(cand)
+        keep = self.keep_count(n)
+        if n < self.min_messages or n <= keep:
+            why = (f"{n} conversation messages, fewer than {self.min_messages}"
+                   if n < self.min_messages else f"{n} conversation messages, all kept "
+                   f"(keeping the {keep} most recent)")
+            return Edit(stage=self.name, reason=f"nothing to summarize: {why}")
+        b = _boundary(msgs, cand, n - keep, self.role)
+        if b is None:
+            return Edit(stage=self.name, reason="nothing to summarize: no boundary keeps tool "
+                        "pairs together and the conversation opening with a user message")
+        older = msgs.iloc[cand[:b]]
+        hide = [int(i) for ids in older["part_ids"] for i in ids]
+        parts = view.parts[view.parts["part"].isin(hide)]
+        is_prev = (parts["kind"] == "summary").to_numpy()
+        previous = "\n\n".join(_strip(c, self.prefix) for c in parts.loc[is_prev, "content"])
+        hidden_tokens = view.tokens_of(hide)
+        header = f"{self.prefix}\n" if self.prefix else ""
+        room = min(budget, hidden_tokens - 1) - view.estimate(header)
+        if room < 1:
+            return Edit(stage=self.name, reason=f"nothing to summarize: the {b} older messages "
+                        f"hold only {hidden_tokens:,} tokens")
+        try:
+            summary = backend.summarize(parts[~is_prev], previous=previous or None,
+                                        budget_tokens=room, estimator=view.estimator)
+        except SummarizerError as e:
+            return Edit(stage=self.name, reason=f"summarizer failed: {e}")
+        if not summary.text.strip():
+            return Edit(stage=self.name, reason="summarizer returned an empty summary",
+                        summarizer_calls=(summary.call_record(),))
+        content = header + summary.text
+        if b < n:
+            anchor, side = int(msgs["part_ids"].iloc[cand[b]][0]), "before"
+        else:
+            anchor, side = hide[-1], "after"
+        new = NewPart(content=content, kind="summary", role=self.role, anchor=anchor,
+                      side=side, join_message=False,
+                      meta={"summarized_messages": b, "backend": summary.backend})
+        tokens = view.estimate(content)
+        merged = " and merged the previous summary" if previous else ""
+        return Edit(stage=self.name, hide=tuple(hide), insert=(new,),
+                    reason=f"summarized the {b} oldest conversation messages "
+                           f"({hidden_tokens:,} tokens) into {tokens:,} tokens{merged}; kept "
+                           f"the {n - b} most recent",
+                    details={"messages": n, "summarized": b, "kept": n - b,
+                             "merged_previous": bool(previous), "hidden_tokens": hidden_tokens,
+                             "summary_tokens": tokens, "budget_tokens": room},
+                    summarizer_calls=(summary.call_record(),))
+
+    # ---- blocks mode ------------------------------------------------------------------
+    def _plan_blocks(self, view: View, backend: Summarizer, budget: int) -> Edit | None:
+        p = view.parts
+        chars = p["content"].str.len().to_numpy(dtype=np.int64, na_value=0)
+        big = p[(p["layer"].isin(["carried", "current"]) & p["kind"].isin(
+            ["attachment", "tool_result"])).to_numpy(dtype=bool) & (chars > self.block_chars)]
+        if big.empty:
+            return None
+        calls: list[dict[str, Any]] = []
+        maps: list[tuple[Any, str, Summary]] = []
+        try:
+            for row in big.itertuples():
+                what = str(row.kind).replace("_", " ")
+                head = self.prefix or f"[Summary of a {len(row.content):,}-character {what}]"
+                block = p[(p["part"] == row.part) | ((p["kind"] == "tool_call") & (
+                    p["tool_call_id"] == row.tool_call_id).fillna(False))]
+                s = backend.summarize(block, previous=None, estimator=view.estimator,
+                                      budget_tokens=max(1, budget - view.estimate(head + "\n")))
+                calls.append(s.call_record())
+                if s.text.strip() and view.estimate(f"{head}\n{s.text}") < int(row.tokens):
+                    maps.append((row, f"{head}\n{s.text}", s))
+            reduced = None
+            if len(maps) > 1 and sum(s.output_tokens for _, _, s in maps) > budget:
+                head = self.prefix or "[Summary of the large context blocks]"
+                reduced = backend.summarize(p.iloc[0:0], previous="\n\n".join(
+                    s.text for _, _, s in maps), estimator=view.estimator,
+                    budget_tokens=max(1, budget - view.estimate(head + "\n")))
+                calls.append(reduced.call_record())
+        except SummarizerError as e:
+            return Edit(stage=self.name, reason=f"summarizer failed: {e}",
+                        summarizer_calls=tuple(calls))
+        if not maps:
+            return Edit(stage=self.name, reason=f"{len(big)} blocks over {self.block_chars:,} "
+                        f"characters, but no summary was smaller", summarizer_calls=tuple(calls))
+        inserts = []
+        for i, (row, text, _) in enumerate(maps):
+            if reduced is not None:
+                text = f"{head}\n{reduced.text}" if i == 0 else \
+                    f"[{str(row.kind).replace('_', ' ').capitalize()} summarized with the " \
+                    f"other large blocks above]"
+            inserts.append(NewPart(
+                content=text, kind=row.kind, role=row.role, anchor=int(row.part),
+                join_message=True, tool_name=_opt(row.tool_name),
+                tool_call_id=_opt(row.tool_call_id), file_path=_opt(row.file_path),
+                meta={"summary_of": int(row.part)}))
+        hide = tuple(int(row.part) for row, _, _ in maps)
+        return Edit(stage=self.name, hide=hide, insert=tuple(inserts),
+                    reason=f"summarized {len(maps)} context blocks over {self.block_chars:,} "
+                           f"characters" + (" (map-reduce)" if reduced is not None else ""),
+                    details={"blocks": len(maps), "reduced": reduced is not None,
+                             "hidden_tokens": view.tokens_of(hide)},
+                    summarizer_calls=tuple(calls))
+
+
+def _opt(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
+
+
+def _strip(text: str, prefix: str) -> str:
+    text = text.strip()
+    for p in filter(None, (prefix, SEED_004_PREFIX)):
+        if text.startswith(p):
+            return text[len(p):].strip()
+    return text
+
+
+def _messages(parts: pd.DataFrame) -> pd.DataFrame:
+    """One row per message of the view in order, with what the boundary search needs."""
+    g = parts.groupby("msg", sort=False)
+    out = pd.DataFrame({
+        "first_pos": g["pos"].min(), "role": g["role"].first(),
+        "kinds": g["kind"].agg(frozenset), "layers": g["layer"].agg(frozenset),
+        "part_ids": g["part"].agg(lambda s: tuple(int(i) for i in s)),
+        "tool_ids": g["tool_call_id"].agg(lambda s: frozenset(x for x in s if isinstance(x, str))),
+    }).sort_values("first_pos", kind="stable").reset_index()
+    summary = out["kinds"].map(lambda k: "summary" in k)
+    out["candidate"] = out["layers"].map(lambda ls: not (ls & _FIXED)) & (
+        (out["role"] != "system") | summary)
+    out["opener"] = (out["role"] == "user") & out["kinds"].map(lambda k: k != {"tool_result"})
+    return out
+
+
+def _boundary(msgs: pd.DataFrame, cand: np.ndarray, start: int, role: str) -> int | None:
+    """The largest number ``b <= start`` of oldest candidate messages that can be hidden
+    without splitting a tool pair or making the conversation open with a non-user message."""
+    n = len(cand)
+    index_of = {int(m): i for i, m in enumerate(cand)}
+    span: dict[str, tuple[int, int]] = {}
+    for m, ids in enumerate(msgs["tool_ids"]):
+        i = index_of.get(m, n)               # parts outside the candidates are never hidden
+        for cid in ids:
+            lo, hi = span.get(cid, (n, -1))
+            span[cid] = (min(lo, i), max(hi, i))
+    blocked = np.zeros(n + 2, dtype=np.int64)
+    for lo, hi in span.values():             # hiding cand[:b] splits the pair when lo < b <= hi
+        if lo < hi:
+            blocked[lo + 1] += 1
+            blocked[hi + 1] -= 1
+    blocked = np.cumsum(blocked)
+    nonsys = (msgs["role"] != "system").to_numpy()
+    opener = msgs["opener"].to_numpy()
+    fixed = np.flatnonzero(nonsys & ~msgs["candidate"].to_numpy())
+    first_fixed = int(fixed[0]) if len(fixed) else len(msgs)
+    # next_open[b]: the first non-system message among cand[b:] (len(msgs) if none)
+    next_open = np.full(n + 1, len(msgs), dtype=np.int64)
+    for i in range(n - 1, -1, -1):
+        next_open[i] = cand[i] if nonsys[cand[i]] else next_open[i + 1]
+    first = min(first_fixed, int(next_open[0]))
+    role_ok = first == len(msgs) or bool(opener[first])
+    summary_only = msgs["kinds"].iloc[cand].map(lambda k: k == {"summary"}).to_numpy()
+    for b in range(min(start, n), 0, -1):
+        if summary_only[:b].all():
+            return None
+        if blocked[b]:
+            continue
+        summary_at = int(cand[b]) if b < n else len(msgs)
+        first = min(first_fixed, int(next_open[b]))
+        if role == "user" and summary_at <= first:
+            return b                          # the summary itself opens the conversation
+        if not role_ok or first == len(msgs) or opener[first]:
+            return b
+    return None

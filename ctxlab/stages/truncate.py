@@ -1,0 +1,167 @@
+"""Sliding-window truncation (seed 000, stage 4): drop the oldest messages after the first pair.
+
+The conversation is the request's messages apart from the system prompt (L1) and the
+tool definitions; a summary or an earlier truncation marker counts as a message. With
+4 messages or fewer nothing happens. The first ``keep_first`` messages (the first
+user–assistant pair) always stay; of the messages after them, ``fraction`` is removed,
+rounded down to an even number (to keep user/assistant alternation), oldest first; one
+system-role marker is inserted where they were. The current user prompt is never
+removed (NeuroLink keeps it out of the message list it truncates): when it comes after
+the first pair, the removal stops before it.
+
+The seed counts messages, not tool pairs, so it can remove a tool call and keep its
+result (or the reverse); the pipeline's ``repair`` post-step mends that. With
+``keep_tool_pairs=True`` the removed range is moved to boundaries no tool pair crosses
+— extended forward when possible, shrunk otherwise, even-sized when possible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from ctxlab.errors import ConfigError
+from ctxlab.stages import register
+from ctxlab.stages.base import Edit, NewPart, Stage, View
+
+MARKER = "[Earlier conversation history was truncated to fit within context limits]"
+MIN_MESSAGES = 4  # seed 000: no truncation with 4 messages or fewer
+EXCLUDED_LAYERS = ("system", "tools")
+
+
+def removal_count(messages: int, fraction: float = 0.5, keep_first: int = 2) -> int:
+    """How many messages the seed removes: ``fraction`` of those after the first pair,
+    rounded down to an even number; 0 with 4 messages or fewer.
+
+    Example:
+        >>> [removal_count(n) for n in (4, 5, 6, 7, 10, 11)]
+        [0, 0, 2, 2, 4, 4]
+    """
+    if messages <= MIN_MESSAGES or messages <= keep_first:
+        return 0
+    remove = int((messages - keep_first) * fraction)
+    return remove - remove % 2
+
+
+def _pair_spans(conv: pd.DataFrame, index_of: dict[int, int]) -> list[tuple[int, int]]:
+    """(first, last) message index of every tool pair split over two or more messages."""
+    linked = conv[conv["kind"].isin(["tool_call", "tool_result"]) & conv["tool_call_id"].notna()]
+    spans: dict[str, list[int]] = {}
+    for cid, msg in zip(linked["tool_call_id"], linked["msg"]):
+        spans.setdefault(str(cid), []).append(index_of[int(msg)])
+    return [(min(v), max(v)) for v in spans.values() if min(v) < max(v)]
+
+
+def _clean(b: int, spans: list[tuple[int, int]]) -> bool:
+    """No tool pair has one half before message ``b`` and the other at or after it."""
+    return not any(lo < b <= hi for lo, hi in spans)
+
+
+def _whole_pair_range(start: int, remove: int, limit: int,
+                      spans: list[tuple[int, int]]) -> tuple[int, int] | None:
+    """A removal range [start, end) of about ``remove`` messages before ``limit`` whose
+    boundaries no tool pair crosses: the start moves forward to the first clean
+    boundary, the end forward to the first clean one (even-sized if possible), or back
+    when none is left before ``limit``."""
+    start = next((b for b in range(start, limit) if _clean(b, spans)), -1)
+    if start < 0:
+        return None
+    end = min(max(start + remove, start + 1), limit)
+    later = [b for b in range(end, limit + 1) if _clean(b, spans)]
+    earlier = [b for b in range(end - 1, start, -1) if _clean(b, spans)]
+    for group in (later, earlier):
+        if group:
+            even = [b for b in group if (b - start) % 2 == 0]
+            return start, (even or group)[0]
+    return None
+
+
+@register
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Truncate(Stage):
+    """Remove the oldest messages after the first pair; insert a truncation marker.
+
+    Attributes:
+        fraction: share of the messages after the first pair to remove (seed 000: 0.5).
+        marker: the system-role text inserted where messages were removed.
+        keep_first: messages at the start that always stay (seed 000: the first pair, 2).
+        keep_tool_pairs: move the range so no tool call loses its result (improvement;
+            the seed does not, so the default is False).
+
+    The edit is not made when it would not save tokens (a marker longer than what it
+    replaces).
+    """
+
+    name = "truncate"
+    source = "seed 000 (NeuroLink truncateWithSlidingWindow)"
+    fraction: float = 0.5
+    marker: str = MARKER
+    keep_first: int = 2
+    keep_tool_pairs: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.fraction, bool) or not isinstance(self.fraction, (int, float)) \
+                or not 0.0 < self.fraction <= 1.0:
+            raise ConfigError(f"truncate: fraction must be in (0, 1], got {self.fraction!r}")
+        if isinstance(self.keep_first, bool) or not isinstance(self.keep_first, int) \
+                or self.keep_first < 0:
+            raise ConfigError(f"truncate: keep_first must be a non-negative integer, got "
+                              f"{self.keep_first!r}")
+        if not isinstance(self.marker, str) or not self.marker:
+            raise ConfigError("truncate: marker must be a non-empty text")
+        if not isinstance(self.keep_tool_pairs, bool):
+            raise ConfigError(f"truncate: keep_tool_pairs must be True or False, got "
+                              f"{self.keep_tool_pairs!r}")
+
+    def plan(self, view: View) -> Edit | None:
+        p = view.parts
+        conv = p[~p["layer"].isin(EXCLUDED_LAYERS)]
+        if conv.empty:
+            return None
+        order = conv.groupby("msg", sort=False)["pos"].min().sort_values(kind="stable")
+        msgs = [int(m) for m in order.index]
+        n = len(msgs)
+        remove = removal_count(n, self.fraction, self.keep_first)
+        if remove == 0:
+            return Edit(stage=self.name, reason=f"{n} conversation messages: nothing to remove "
+                        f"(needs more than {MIN_MESSAGES} and at least 2 after the first "
+                        f"{self.keep_first})")
+        prompt = conv.loc[conv["layer"] == "prompt", "msg"]
+        at = msgs.index(int(prompt.iloc[0])) if len(prompt) else n
+        limit = at if at >= self.keep_first else n
+        index_of = {m: i for i, m in enumerate(msgs)}
+        spans = _pair_spans(conv, index_of)
+        start, end = self.keep_first, min(self.keep_first + remove, limit)
+        end -= (end - start) % 2
+        if self.keep_tool_pairs:
+            moved = _whole_pair_range(start, remove, limit, spans)
+            if moved is None:
+                return Edit(stage=self.name, reason="no range after the first messages can be "
+                            "removed without splitting a tool pair")
+            start, end = moved
+        if end <= start:
+            return Edit(stage=self.name, reason="the current prompt follows the first messages "
+                        "closely: nothing to remove before it")
+        removed = set(msgs[start:end])
+        rows = conv[conv["msg"].isin(removed)]
+        marker_tokens = view.estimate(self.marker)
+        framing = view.estimator.framing(view.messages) \
+            - view.estimator.framing(view.messages - len(removed) + 1)
+        saved = int(rows["tokens"].sum()) + framing - marker_tokens
+        if saved <= 0:
+            return Edit(stage=self.name, reason=f"removing {len(removed)} messages would save "
+                        f"no tokens ({saved:,})")
+        split = sum(1 for lo, hi in spans if (start <= lo < end) != (start <= hi < end))
+        first = rows.sort_values("pos", kind="stable").iloc[0]
+        marker = NewPart(content=self.marker, kind="marker", role="system",
+                         anchor=int(first["part"]), side="before", join_message=False,
+                         meta={"truncation_marker": True, "messages_removed": len(removed)})
+        return Edit(stage=self.name, hide=tuple(int(i) for i in rows["part"]), insert=(marker,),
+                    reason=f"removed {len(removed)} of {n} conversation messages after the "
+                           f"first {start}",
+                    details={"messages_removed": len(removed), "messages": n,
+                             "first_removed": start, "tokens_saved": saved,
+                             "tool_pairs_split": split,
+                             "removed_even": bool(len(removed) % 2 == 0)})
+

@@ -1,0 +1,141 @@
+"""Pipelines and presets: triggers, targets, post-steps, the seed stories, real sessions."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+import ctxlab
+from ctxlab.errors import ConfigError
+from ctxlab.layers import layers_df
+from ctxlab.loaders.builder import SessionBuilder, assemble
+from ctxlab.loaders.records import RecordLog
+from ctxlab.pipeline import Pipeline, compact, compact_all
+from ctxlab.presets import preset, preset_names
+from ctxlab.tokens.accuracy import session_overheads
+from tests.conftest import DATASETS, REALDATA
+
+PRESETS = ["neurolink", "probe", "ai-agent", "copilot-legacy", "copilot-fixed", "neuron",
+           "observation-masking"]
+
+
+@pytest.fixture(scope="module")
+def coding():
+    return ctxlab.load(DATASETS / "coding_session.jsonl").rewind_recorded()
+
+
+def test_every_seed_preset_is_registered_and_unknown_names_list_them():
+    assert set(PRESETS) <= set(preset_names())
+    with pytest.raises(ConfigError, match="presets: .*neurolink"):
+        preset("langchain-magic")
+    with pytest.raises(ConfigError, match="unexpected keyword"):
+        preset("neurolink", thresh=0.5)
+    assert preset("neurolink", threshold=0.6).threshold == 0.6
+
+
+def test_pipeline_validates_its_fields():
+    with pytest.raises(ConfigError, match="threshold"):
+        Pipeline(name="x", threshold=0)
+    with pytest.raises(ConfigError, match="limit_tokens"):
+        Pipeline(name="x", limit="fixed")
+    with pytest.raises(ConfigError, match="unknown layers"):
+        Pipeline(name="x", trigger_layers=("L9",))
+
+
+def test_neurolink_compacts_the_last_request_like_seed_000(coding):
+    r = compact(coding, "neurolink", window=200_000)
+    assert r.triggered and r.compacted
+    assert r.limit_tokens == 200_000 - 64_000 and r.target_tokens == int(0.8 * 136_000)
+    assert r.stages_used[0] == "prune" and r.within_target
+    assert r.tokens_after <= r.target_tokens < r.tokens_before
+    assert r.tokens_saved == r.tokens_before - r.tokens_after
+    assert r.grammar_after["orphan_result"] == r.grammar_after["unanswered_call"] == 0
+    # stages stop once under target: nothing after the stage that got there
+    assert r.runs[-1].stage == "repair" or r.runs[-1].tokens_after <= r.target_tokens
+    assert r.transcript.validate(strict=False) == []
+    back = r.transcript.rewind()
+    pd.testing.assert_frame_equal(back.frame, coding.frame)
+
+
+def test_below_threshold_nothing_happens(coding):
+    r = compact(coding, "neurolink", window=2_000_000)
+    assert not r.triggered and not r.compacted and r.tokens_after == r.tokens_before
+    assert r.transcript is coding
+
+
+def test_force_runs_the_stages_anyway(coding):
+    r = compact(coding, preset("neuron"), window=2_000_000, force=True)
+    assert r.triggered and r.compacted
+
+
+def _seed_003_request() -> ctxlab.Transcript:
+    """Seed 003's Projects-mode arithmetic, in chars/4 tokens: L1 500k, L2 20k, L3 50k,
+    L4 15 turns = 200k, L5 2k; 772k in all."""
+    log = RecordLog("seed003.jsonl")
+    b = SessionBuilder("s", log)
+    b.message("system")
+    b.part("text", "<project_context>" + "p" * (2_000_000 - 17))
+    for turn in range(15):
+        b.message("user", real_user=True)
+        if turn == 14:
+            b.part("attachment", "<note>" + "c" * (80_000 - 6))  # carried into turn 16
+        b.part("text", "u" * 26_664)
+        b.message("assistant")
+        b.part("text", "a" * 26_664, call=b.n_calls)
+        b.call(call_id=f"c{turn}")
+    b.message("user", real_user=True)
+    b.part("attachment", "<selection>" + "s" * (200_000 - 11))
+    b.part("text", "q" * 8_000)
+    b.call(call_id="last")
+    for i in range(5):
+        log.used("line", line=i + 1, parts=1)
+    return assemble([b], log, meta={"format": "test"})
+
+
+def test_seed_003_story_legacy_lets_772k_through_and_the_fix_holds_128k():
+    t = _seed_003_request()
+    legacy = preset("copilot-legacy", limit_tokens=1_000_000, always=())  # Projects mode
+    r = compact(t, legacy, window=1_048_576, estimator="chars:4")
+    layers = layers_df(r.view.parts).set_index("layer")["tokens"]
+    assert abs(layers.sum() - 772_000) < 2_000
+    assert layers["system"] == 500_000 and abs(layers["history"] - 200_000) < 1_000
+    assert not r.triggered and r.tokens_after == r.tokens_before  # L2+L3+L5 = 72k < 1M
+    fixed = compact(t, "copilot-fixed", window=1_048_576, estimator="chars:4")
+    assert fixed.triggered and fixed.within_target and fixed.tokens_after <= 128_000
+    # without the L1 preview (the plan as written), trimming history cannot hold the budget
+    plan_only = preset("copilot-fixed", stages=tuple(
+        s for s in preset("copilot-fixed").stages if s.name != "carry_forward"))
+    as_written = compact(t, plan_only, window=1_048_576, estimator="chars:4")
+    assert "trim_history" in as_written.stages_used and not as_written.within_target
+    assert "over" in as_written.note
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_every_preset_runs_on_every_call_of_a_dataset_session(name):
+    t = ctxlab.load(DATASETS / "coding_session_b.jsonl")
+    out, rows = compact_all(t.rewind_recorded(), name, window=100_000,
+                            overhead_tokens=session_overheads(t, "chars:4"))
+    assert len(rows) == len(t.calls)
+    assert out.validate(strict=False) == []
+    stuck = rows[~rows["within_target"] | rows["over_window"]]
+    assert (stuck["note"] != "").all()  # every request over its target says why
+
+
+@pytest.mark.realdata
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PRESETS)
+def test_presets_on_real_claude_code_sessions_at_their_real_window(name):
+    """Every request at or under its target, or a note saying why it could not be."""
+    folder = REALDATA / "claude_code" / "spotter"
+    if not folder.is_dir():
+        pytest.skip(f"real transcripts not available: {folder} is absent")
+    for path in sorted(folder.glob("*.jsonl")):
+        t = ctxlab.load(path)
+        est = preset(name).estimator.replace("{provider}", "anthropic")
+        out, rows = compact_all(t.rewind_recorded(), name, window=200_000,
+                                overhead_tokens=session_overheads(t, est))
+        assert len(rows) == len(t.calls)
+        ok = rows["within_target"] & ~rows["over_window"]
+        assert (ok | (rows["note"] != "")).all(), rows[~ok].head()
+        if name in ("neurolink", "neuron", "observation-masking"):
+            assert rows["over_window"].sum() == 0
