@@ -17,6 +17,7 @@ from ctxlab.loaders import Corpus, LoadOptions, discover, load, load_dir
 from ctxlab.layers import layers_df
 from ctxlab.pipeline import CompactResult, Pipeline, compact
 from ctxlab.presets import preset, preset_names
+from ctxlab.replay import Replay, replay
 from ctxlab.schema import LoadReport, Transcript, validate
 from ctxlab.stages import stage
 from ctxlab.tokens import Estimator, estimator
@@ -28,8 +29,9 @@ from ctxlab.tokens.windows import context_window, effective_limit, windows_df
 __version__ = "0.1.0"
 
 __all__ = ["Calibrated", "Calibration", "CompactResult", "ConfigError", "Corpus", "CtxlabError",
-           "Estimator", "LoadError", "LoadOptions", "LoadReport", "Pipeline", "SchemaError",
+           "Estimator", "LoadError", "LoadOptions", "LoadReport", "Pipeline", "Replay", "SchemaError",
            "Transcript", "__version__", "calibrate", "compact", "compare_estimators_df",
            "context_window", "discover", "effective_limit", "estimator", "estimator_errors_df",
-           "layers_df", "load", "load_dir", "preset", "preset_names", "reported_usage_df",
+           "layers_df", "load", "load_dir", "preset", "preset_names", "replay",
+           "reported_usage_df",
            "stage", "usage_errors_df", "validate", "windows_df"]

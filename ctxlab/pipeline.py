@@ -197,6 +197,12 @@ def pipeline_estimator(p: Pipeline, provider: str) -> Estimator:
     return get_estimator(spec.rstrip(":"))
 
 
+def trigger_scope(p: Pipeline) -> str:
+    """What the pipeline's trigger measures, in words."""
+    return "the whole request" if p.trigger_layers is None else \
+        "only " + ", ".join(p.trigger_layers)
+
+
 def checked_tokens(view: View, layers: tuple[str, ...] | None) -> int:
     """Tokens the trigger sees: the whole request, or only some layers."""
     if layers is None:
@@ -271,8 +277,7 @@ def compact(t: Transcript, pipeline: str | Pipeline, *, window: int | None = Non
         window_tokens=win, within_target=after <= target or not triggered,
         over_window=after > win, forced_final=p.on_over == "final" and after > limit,
         grammar_before=g_before, grammar_after=grammar_counts(view.parts), runs=tuple(runs),
-        trigger_scope=("the whole request" if p.trigger_layers is None
-                       else "only " + ", ".join(p.trigger_layers)),
+        trigger_scope=trigger_scope(p),
         transcript=t, view=view)
 
 

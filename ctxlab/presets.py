@@ -25,6 +25,11 @@ preset                   behaviour
                          the 2 latest tool results, then keep the last 10 messages.
 ``observation-masking``  keep the 10 most recent tool outputs on every request (no trigger),
                          with a sliding window only if the window itself is exceeded.
+``claude-code``          Claude Code's auto-compaction as the real logs show it: over 83.5%
+                         of the window (167k of 200k), the whole conversation becomes one
+                         ~4k-token summary, then the 5 latest reads are re-attached (5k
+                         tokens each, 50k in all). o200k tokens; ``ctxlab.calibrate``
+                         fits Claude's tokens better (pass ``estimator=``).
 =======================  ===================================================================
 """
 
@@ -113,6 +118,16 @@ def _observation_masking() -> Pipeline:
                     description="keep the 10 latest tool outputs; window as a last resort")
 
 
+def _claude_code() -> Pipeline:
+    # Claude Code compacts over window - min(max output, 20k) - 13k: 167k of 200k. The real
+    # logs bracket it: preTokens 167,094-170,251, and a request of 165,894 tokens plus new
+    # messages went out uncompacted (ctxlab.fidelity.threshold_bounds_df). 167k / 200k = 0.835.
+    return Pipeline(name="claude-code", stages=stages_from(["reattach"]),
+                    post=stages_from(["repair"]), threshold=0.835,
+                    limit="window", estimator="tiktoken:o200k_base",
+                    description="Claude Code: one summary, then the 5 latest reads re-attached")
+
+
 _PRESETS: dict[str, Preset] = {}
 
 
@@ -131,7 +146,9 @@ for _p in (Preset(name="neurolink", make=_neurolink, source="seed 000"),
            Preset(name="copilot-fixed", make=_copilot_fixed, source="seed 003 fix plan"),
            Preset(name="neuron", make=_neuron, source="seed 004"),
            Preset(name="observation-masking", make=_observation_masking,
-                  source="observation masking (keep the last N tool outputs)")):
+                  source="observation masking (keep the last N tool outputs)"),
+           Preset(name="claude-code", make=_claude_code,
+                  source="Claude Code 2.1.39 auto-compaction, fitted on real logs")):
     register_preset(_p)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 
 Problem = Literal["orphan_result", "unanswered_call", "role_order"]
@@ -40,9 +41,9 @@ def check_grammar(parts: pd.DataFrame) -> list[GrammarProblem]:
         [('unanswered_call', 1), ('orphan_result', 2)]
     """
     problems: list[GrammarProblem] = []
-    kind = parts["kind"].tolist()
-    ids = parts["tool_call_id"].tolist()
-    part_ids = [int(p) for p in parts["part"]]
+    kind = parts["kind"].to_numpy(dtype=object, na_value=None).tolist()
+    ids = parts["tool_call_id"].to_numpy(dtype=object, na_value=None).tolist()
+    part_ids = parts["part"].to_numpy(dtype=np.int64).tolist()
     seen_calls: set[str] = set()
     answered: set[str] = set()
     for k, cid, pid in zip(kind, ids, part_ids):
@@ -61,14 +62,18 @@ def check_grammar(parts: pd.DataFrame) -> list[GrammarProblem]:
             problems.append(GrammarProblem(problem="unanswered_call", part=pid,
                                            detail=f"call {cid} without a result"))
     problems.extend(_role_order(parts))
-    return sorted(problems, key=lambda p: (part_ids.index(p.part), p.problem))
+    rank = {pid: i for i, pid in enumerate(part_ids)}
+    return sorted(problems, key=lambda p: (rank[p.part], p.problem))
 
 
 def _role_order(parts: pd.DataFrame) -> list[GrammarProblem]:
     out: list[GrammarProblem] = []
     messages: dict[int, list[tuple[str, str, int]]] = {}
-    for msg, role, kind, pid in zip(parts["msg"], parts["role"], parts["kind"], parts["part"]):
-        messages.setdefault(int(msg), []).append((str(role), str(kind), int(pid)))
+    for msg, role, kind, pid in zip(parts["msg"].to_numpy(dtype=np.int64).tolist(),
+                                    parts["role"].to_numpy(dtype=object).tolist(),
+                                    parts["kind"].to_numpy(dtype=object).tolist(),
+                                    parts["part"].to_numpy(dtype=np.int64).tolist()):
+        messages.setdefault(msg, []).append((role, kind, pid))
     prev_role: str | None = None
     opened = False
     for rows in messages.values():

@@ -1,0 +1,101 @@
+"""Full replay cost against LangChain's ``trim_messages`` after every message, and its growth.
+
+Two generated Claude Code sessions from `ctxlab.datasets` (2,000 and 20,000 messages), in one
+process:
+
+* **ctxlab**: `ctxlab.replay` of a pipeline of every non-LLM stage (prune, dedup by path,
+  clear old tool results, sliding-window truncation, tool-pair repair; the structured
+  summarizer is deterministic and runs too) at 80% of a 200k window, every call;
+* **LangChain**: ``trim_messages(messages[:i + 1], max_tokens=..., strategy="last",
+  token_counter="approximate")`` after every message i — what an agent loop that trims on
+  every turn does.
+
+Prints seconds for each, the ratio LangChain / ctxlab, and how each grows from 2k to 20k
+messages (linear growth = 10x). Needs ``pip install langchain-core`` for the peer.
+
+    .venv/bin/python benchmarks/bench_replay.py [--sizes 2000 20000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import ctxlab
+from ctxlab import datasets
+from ctxlab.pipeline import Pipeline, stages_from
+
+WINDOW = 200_000
+
+
+def pipeline() -> Pipeline:
+    return Pipeline(name="all-non-llm",
+                    stages=stages_from(["prune", ("dedup", {"mode": "paths"}),
+                                        ("clear_tool_results", {"keep": 10}), "summarize",
+                                        ("truncate", {"keep_tool_pairs": True})]),
+                    post=stages_from(["repair"]), threshold=0.8, limit="window",
+                    estimator="chars:4")
+
+
+def session(messages: int, folder: Path) -> ctxlab.Transcript:
+    s = datasets.generate_session("coding", 11, calls=messages // 2, compact_at=None)
+    return ctxlab.load(datasets.write_claude_code(s, folder / f"s{messages}.jsonl"))
+
+
+def langchain_messages(t: ctxlab.Transcript) -> list:
+    from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
+    kinds = {"user": HumanMessage, "assistant": AIMessage, "system": SystemMessage,
+             "tool": HumanMessage}
+    f = t.frame
+    grouped = f.groupby("msg", sort=False).agg(role=("role", "first"),
+                                               content=("content", "\n".join))
+    return [kinds[r](content=c) for r, c in zip(grouped["role"], grouped["content"])]
+
+
+def time_ctxlab(t: ctxlab.Transcript) -> tuple[float, ctxlab.Replay]:
+    t0 = time.perf_counter()
+    r = ctxlab.replay(t, pipeline(), window=WINDOW, overhead_tokens=0)
+    return time.perf_counter() - t0, r
+
+
+def time_langchain(msgs: list) -> float:
+    from langchain_core.messages import trim_messages
+
+    t0 = time.perf_counter()
+    for i in range(len(msgs)):
+        trim_messages(msgs[:i + 1], max_tokens=int(0.8 * WINDOW), strategy="last",
+                      token_counter="approximate")
+    return time.perf_counter() - t0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", type=int, nargs="+", default=[2_000, 20_000])
+    args = ap.parse_args()
+    try:
+        import langchain_core  # noqa: F401
+    except ImportError:
+        print("langchain-core is not installed: pip install langchain-core")
+        return 0
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.sizes:
+            t = session(n, Path(tmp))
+            ours, r = time_ctxlab(t)
+            theirs = time_langchain(langchain_messages(t))
+            rows.append((n, len(t.calls), ours, theirs, int(r.calls["triggered"].sum())))
+            print(f"{n:>6} messages, {len(t.calls):>5} calls: ctxlab replay {ours:7.2f} s "
+                  f"({int(r.calls['triggered'].sum())} compactions, {len(r.events)} events), "
+                  f"langchain trim_messages {theirs:7.2f} s, ratio {theirs / ours:5.1f}x")
+    if len(rows) >= 2:
+        (n0, _, a0, b0, _), (n1, _, a1, b1, _) = rows[0], rows[-1]
+        print(f"growth {n0:,} -> {n1:,} messages ({n1 / n0:.0f}x): ctxlab {a1 / a0:.1f}x, "
+              f"langchain {b1 / b0:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,111 @@
+"""Replay: incremental per-layer sums equal a full rebuild; at, rewind, resume; the ledger."""
+
+from __future__ import annotations
+
+import sys
+
+import pandas as pd
+import pytest
+
+import ctxlab
+from ctxlab.engine import Budget, build_view, call_end_pos
+from ctxlab.layers import LAYERS
+from ctxlab.replay import replay
+from tests.conftest import DATASETS
+
+replay_module = sys.modules["ctxlab.replay"]  # `ctxlab.replay` is the function
+
+CASES = [("coding_session.jsonl", "neurolink", 200_000),
+         ("coding_session.jsonl", "neuron", 200_000),
+         ("coding_session_b.jsonl", "probe", 60_000),
+         ("openai_sessions.jsonl", "neurolink", 30_000)]
+
+
+@pytest.fixture(scope="module", params=CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
+def replayed(request):
+    name, preset, window = request.param
+    return replay(ctxlab.load(DATASETS / name), preset, window=window)
+
+
+def test_incremental_layer_sums_equal_a_full_rebuild_at_every_call(replayed):
+    r = replayed
+    for row in r.calls.itertuples():
+        s, k = row.session, row.call
+        est = replay_module._estimator(r.settings, r.base, s, k)
+        over = r.settings.overhead_tokens.get(s, 0)
+        budget = Budget(window_tokens=row.window_tokens, limit_tokens=row.limit_tokens,
+                        target_tokens=row.target_tokens, overhead_tokens=over)
+        end = call_end_pos(r.base, s, k)
+        after = build_view(r.transcript, s, end, est, budget, k)
+        assert after.total_tokens == row.tokens_after, (s, k)
+        layers = ctxlab.layers_df(after.parts, overhead_tokens=over).set_index("layer")["tokens"]
+        assert [layers[x] for x in LAYERS] == [getattr(row, f"{x}_after") for x in LAYERS]
+        before, _ = r.at(k, session=s)
+        assert int(before["tokens"].sum()) + est.framing(before["msg"].nunique()) + over \
+            == row.tokens_before
+
+
+def test_compaction_only_runs_when_triggered(monkeypatch):
+    seen = []
+    real = replay_module.compact
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs["call"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(replay_module, "compact", spy)
+    r = replay(ctxlab.load(DATASETS / "coding_session.jsonl"), "neurolink", window=200_000)
+    assert seen == r.calls.loc[r.calls["triggered"], "call"].tolist()
+    assert 0 < len(seen) < len(r.calls) / 10
+
+
+def test_events_and_ledger_agree_with_the_transcript(replayed):
+    r = replayed
+    ours = r.transcript.events[r.transcript.events["origin"] != "recorded"]
+    assert len(ours) == len(r.events)
+    f = r.transcript.frame
+    assert (r.ledger["action"] == "hidden").sum() == f["hidden_by"].notna().sum() - \
+        r.base.frame["hidden_by"].notna().sum()
+    assert (r.ledger["action"] == "inserted").sum() == f["event"].notna().sum()
+    if len(r.events):
+        assert set(r.ledger["stage"]) <= set(r.events["stage"])
+        assert (r.events["tokens_saved"] == r.events["tokens_before"] -
+                r.events["tokens_after"]).all()
+    assert r.transcript.validate(strict=False) == []
+    pd.testing.assert_frame_equal(r.transcript.rewind().frame, r.base.rewind().frame)
+
+
+def test_rewind_then_resume_reproduces_the_replay():
+    t = ctxlab.load(DATASETS / "coding_session.jsonl")
+    r = replay(t, "neurolink", window=150_000)
+    k = int(r.events["call"].iloc[1])
+    back = r.rewind(k)
+    assert back.calls["call"].max() == k - 1
+    assert (back.events["call"] < k).all()
+    again = back.resume()
+    pd.testing.assert_frame_equal(again.calls, r.calls)
+    pd.testing.assert_frame_equal(again.transcript.frame, r.transcript.frame)
+    pd.testing.assert_frame_equal(again.events.drop(columns="ms"), r.events.drop(columns="ms"))
+
+
+def test_what_if_changes_only_the_future():
+    t = ctxlab.load(DATASETS / "coding_session.jsonl")
+    r = replay(t, "neurolink", window=150_000)
+    k = int(r.events["call"].iloc[0]) + 1
+    other = r.rewind(k).resume(threshold=0.5)
+    cols = ["call", "tokens_before", "tokens_after", "triggered"]
+    pd.testing.assert_frame_equal(other.calls[other.calls["call"] < k][cols],
+                                  r.calls[r.calls["call"] < k][cols])
+    assert other.calls["triggered"].sum() > r.calls["triggered"].sum()
+    assert other.pipeline.threshold == 0.5
+
+
+def test_at_shows_the_compaction_of_a_call():
+    r = replay(ctxlab.load(DATASETS / "coding_session.jsonl"), "neurolink", window=200_000)
+    k = int(r.events["call"].iloc[0])
+    before, after = r.at(k)
+    assert len(before) > 0 and set(after.columns) >= {"tokens", "layer"}
+    assert after["tokens"].sum() < before["tokens"].sum()
+    assert (after["event"].notna()).any()
+    with pytest.raises(KeyError):
+        r.at(10_000)
