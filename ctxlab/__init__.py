@@ -15,6 +15,7 @@ from __future__ import annotations
 from ctxlab.errors import ConfigError, CtxlabError, LoadError, SchemaError
 from ctxlab.loaders import Corpus, LoadOptions, discover, load, load_dir
 from ctxlab.layers import layers_df
+from ctxlab.metrics import needed_recall_df, retention_df
 from ctxlab.pipeline import CompactResult, Pipeline, compact
 from ctxlab.presets import preset, preset_names
 from ctxlab.replay import Replay, replay
@@ -32,6 +33,6 @@ __all__ = ["Calibrated", "Calibration", "CompactResult", "ConfigError", "Corpus"
            "Estimator", "LoadError", "LoadOptions", "LoadReport", "Pipeline", "Replay", "SchemaError",
            "Transcript", "__version__", "calibrate", "compact", "compare_estimators_df",
            "context_window", "discover", "effective_limit", "estimator", "estimator_errors_df",
-           "layers_df", "load", "load_dir", "preset", "preset_names", "replay",
-           "reported_usage_df",
+           "layers_df", "load", "load_dir", "needed_recall_df", "preset", "preset_names",
+           "replay", "reported_usage_df", "retention_df",
            "stage", "usage_errors_df", "validate", "windows_df"]

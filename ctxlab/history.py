@@ -25,7 +25,7 @@ from ctxlab.errors import ConfigError
 from ctxlab.schema import EVENT_COLUMNS, PART_COLUMNS, Transcript, coerce
 from ctxlab.stages.base import Edit, NewPart
 
-CONDENSING_STAGES = frozenset({"summarize"})
+CONDENSING_STAGES = frozenset({"summarize", "reattach"})
 TRUNCATING_STAGES = frozenset({"truncate", "keep_last", "trim_history", "monologue"})
 
 

@@ -1,230 +1,35 @@
 """What compaction loses: artifact retention per event and needed-fact recall per call.
 
-Agents lean on a few kinds of *artifacts*: file paths, shell commands, error lines,
-code identifiers, numbers, dates and the user's instructions. `artifacts` extracts
-them from a column of texts with regular expressions (one ``str.extractall`` pass
-per family over the whole column). Artifacts are compared by normalised value: an
-artifact is "in context" when a visible part yields the same (kind, value).
+Agents lean on *artifacts*: file paths, shell commands, error lines, identifiers,
+numbers, dates and the user's instructions. `artifacts` extracts them from a column of
+texts (one ``str.extractall`` per family over the whole column) and normalises them;
+an artifact is "in context" when a visible part yields the same kind and value.
+`retention_df`: per compaction event, the distinct artifacts of the parts it hid, and
+how many the request right after it still shows (summary, placeholders, other parts).
+`needed_recall_df`: per call, the artifacts its output uses that the log stated before
+(*needed*), and those no part of the call's input showed (*missing*). Both extract
+every part once and use visibility intervals (`ctxlab.visibility`), never a per-call
+extraction.
 
-`retention_df`: for each compaction event, how many distinct artifacts the parts it
-hid held, and how many of them the request right after the event still shows (in the
-summary, a placeholder or any other visible part). `needed_recall_df`: for each call,
-the artifacts its output refers to that were stated earlier in the log (*needed*), and
-those of them no part of the call's input showed (*missing*). Both use visibility
-intervals (`ctxlab.visibility`): each part is extracted once, never per call.
-
-Extraction rules (precision limits in brackets):
-
-* ``path``: absolute (``/a/b``, ``~/a``, ``./a``, two segments or an extension),
-  relative with a slash and an extension (``src/app/config.py``), or a bare file name
-  with a common extension (``README.md``). Trailing punctuation is not part of it.
-  [``src/x.py`` and ``/repo/src/x.py`` are different values; URLs yield no path.]
-* ``command``: the ``command``/``cmd`` argument of a shell tool call (``Bash``,
-  ``shell``, ``run_shell_command``...; a list form is joined and a ``bash -lc`` prefix
-  dropped), and lines starting with ``$ `` (after an optional bullet or backtick).
-  [Commands in fenced code blocks are not seen.]
-* ``error``: a line containing ``Error:``, ``Exception``, ``Traceback``, ``FAILED``,
-  ``error[``, ``fatal:``, ``panic:``, ``ERROR`` or starting with ``error``; code lines
-  (``except``, ``class``, ``raise``...) are skipped; pytest's ``E`` prefix and
-  ``[ 40%]`` suffix are removed. [A summary that merges or rewords lines loses them.]
-* ``identifier``: snake_case (``parse_invoices``, ``CTX_TOKEN_924E``), camelCase,
-  PascalCase with two humps (``RateLimiter``), dotted names of segments of two or more
-  characters (``os.environ``, ``pg-staging-821.internal``) and ticket-like ids
-  (``MARLIN-15``). Single words, ``e.g.``, ``3.11`` and tool-call argument keys are
-  not. [Product names such as ``GitHub`` count; ``HTTPServer`` does not.]
-* ``number``: three or more integer digits (``8387``, ``429``, ``178,587`` →
-  ``178587``), or any number with a unit (``87 requests``, ``30 s``, ``15%``), a
-  currency sign (``€178587``), after ``port`` or ``#`` (``#42``). Parts of dotted
-  chains (versions ``3.11.2``, addresses ``127.0.0.1``), of words (``v2``,
-  ``924E``), of dashed runs (``2026-01-12``, ``pg-staging-821``) and pytest's
-  ``[ 40%]`` are not numbers; ``3.11`` alone has one integer digit and no unit, so it
-  is not one either.
-* ``date``: ``2026-03-23``, ``23 March 2026``, ``March 23, 2026`` → ISO ``2026-03-23``.
-* ``instruction``: a sentence of a real user message (or of a compaction summary,
-  which restates them) with must, never, always, please, use, don't, do not, should,
-  make sure, avoid, keep or prefer. [Compared verbatim: a paraphrase is a loss.]
+The extraction rules are in `ctxlab.artifacts`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from typing import Any, Literal, get_args
+from collections.abc import Iterable
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from ctxlab.artifacts import ARTIFACT_KINDS, artifacts, instruction_rows
 from ctxlab.errors import ConfigError
-from ctxlab.layers import INJECTED_CONTEXT
 from ctxlab.schema import Transcript
+from ctxlab.visibility import part_spans
 
-ArtifactKind = Literal["path", "command", "error", "identifier", "number", "date",
-                       "instruction"]
-ARTIFACT_KINDS: tuple[str, ...] = get_args(ArtifactKind)
 HISTORY_EDITS = frozenset({"rewind", "system_prompt"})
 """Event origins that edit the recorded history itself: never counted as compaction."""
-
-_EXT = ("py|pyi|ipynb|md|rst|txt|json|jsonl|toml|ya?ml|ini|cfg|conf|env|lock|tsx?|jsx?|mjs|"
-        "cjs|s?css|html?|vue|svelte|rs|go|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|sh|bash|zsh|"
-        "sql|csv|tsv|xml|log|pdf|png|jpe?g|gif|svg|lua|tf|proto|gradle|b64|patch|diff")
-_MONTH = ("Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
-          "Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?")
-_UNIT = (r"%(?!\])|ms|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|"
-         r"years?|k|[kmgt]i?b|bytes?|tokens?|chars?|characters?|lines?|rows?|requests?|reqs?|"
-         r"rps|qps|calls?|items?|records?|retries|attempts?|workers?|threads?|connections?|"
-         r"files?|tests?|users?|messages?|entries|steps?|pages?|px|usd|eur|dollars?|euros?")
-_SEG = r"[A-Za-z_][\w-]*\w"
-_TOKENS = (
-    r"(?<!\w)(?:"
-    # paths: absolute (2+ segments or an extension), relative with an extension, bare file
-    r"(?<![\w./\\+:@-])(?P<path>(?:~|\.\.?)?/(?:[\w.@+-]+/)+[\w.@+-]*[\w@+-]"
-    r"|(?:~|\.\.?)?/[\w@+-]+\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w/@+-]|\.\w)"
-    r"|(?:[\w.@+-]+/)+[\w.@+-]*\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w/@+-]|\.\w)"
-    rf"|[\w@+-]+(?:\.[\w@+-]+)*\.(?:{_EXT})(?![\w/@+-]|\.\w))"
-    # dates
-    rf"|(?<![\w.-])(?:(?P<iso>\d{{4}}-[01]\d-[0-3]\d)(?![\w-])"
-    rf"|(?P<d1>[0-3]?\d)\s+(?P<m1>{_MONTH})\.?,?\s+(?P<y1>\d{{4}})(?!\w)"
-    rf"|(?P<m2>{_MONTH})\.?\s+(?P<d2>[0-3]?\d)(?:st|nd|rd|th)?,?\s+(?P<y2>\d{{4}})(?!\w))"
-    # identifiers: dotted, ticket-like, snake_case, camelCase, PascalCase
-    rf"|(?<![\w./\\+-])(?P<ident>{_SEG}(?:\.{_SEG})+|[A-Z][A-Z0-9]+-\d+"
-    r"|_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+"
-    r"|[A-Z]+[a-z0-9]+(?:[A-Z][a-z0-9]*)+)(?![\w-]|\.\w)(?!\"?\s*:\s)"
-    # numbers: qualified by digits, unit, currency, port or #
-    r"|(?:(?P<mark>\b[Pp]ort[ =:]|#)|(?<![\w.,-]))(?P<cur>[$€£¥])?"
-    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![.,]\d|-\d)"
-    rf"(?:\s?(?P<unit>(?i:{_UNIT}))(?!\w))?(?![\w→\t]))")
-_ERROR = (r"(?m)^[^\S\n]*(?P<error>(?:[^\n]*?(?=[EFTefp])(?:Error:|Exception\b|\bTraceback\b|\bFAILED\b|"
-          r"\berror\[|\bfatal:|\bpanic:|\bERROR\b)|error\b)[^\n]*)")
-_CODE_LINE = r"(?:except|class|def|raise|import|from|catch|throw|if|elif|return|assert)\b"
-_DOLLAR = r"(?m)^[^\S\n]*(?:[-*][^\S\n]+)?`?\$ (?P<cmd>[^`\n]+)"
-_SHELL = (r"(?s)^(?i:bash|shell|sh|terminal|run_shell_command|shell_command|exec_command|"
-          r"execute_bash|execute_command|run_command|run_terminal_cmd|local_shell|exec)\(\{.*?"
-          r"\"(?:command|cmd)\"\s*:\s*(?:\"(?P<s>(?:[^\"\\]|\\.)*)\"|\[(?P<a>[^\]]*)\])")
-_KEYWORD = (r"\b(?:must|mustn['’]t|never|always|please|use|don['’]t|do not|should|"
-            r"shouldn['’]t|make sure|avoid|keep|prefer)\b")
-_BODY = r"(?:[^.!?\n]|[.!?](?!\s|$))"
-_INSTRUCTION = rf"(?im)(?:^|(?<=[.!?])[^\S\n]+)(?P<ins>{_BODY}*?{_KEYWORD}{_BODY}*[.!?]?)"
-_TOOL_CALL = r"^[\w.-]+\(\{"
-_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "r": " ", "t": " "}
-_MONTHS = {m: f"{i:02d}" for i, m in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug",
-                                       "sep", "oct", "nov", "dec"), start=1)}
-_COLUMNS = ("row", "kind", "value")
-
-
-def _unescape(s: pd.Series) -> pd.Series:
-    return s.str.replace(r'\\(["\\/nrt])', lambda m: _ESCAPES[m.group(1)], regex=True)
-
-
-def _frame(row: Any, kind: str, value: pd.Series) -> pd.DataFrame:
-    return pd.DataFrame({"row": row, "kind": kind, "value": value.astype(object)})
-
-
-def artifacts(texts: pd.Series, *, user: pd.Series | None = None) -> pd.DataFrame:
-    """Artifacts of every text of a column (rules in the module docstring).
-
-    Args:
-        texts: one text per row (NA is empty).
-        user: per row, whether instructions may be extracted from it (the real user
-            messages); None: every row.
-
-    Returns:
-        ``row`` (index label in ``texts``), ``kind``, ``value`` (normalised); each
-        (row, kind, value) once, ordered by row, kind, value.
-
-    Example:
-        >>> s = pd.Series(["Please use port 8387 and edit src/app/config.py, not 3.11.",
-        ...                'Bash({"command": "pytest -q"})'])
-        >>> [tuple(r) for r in artifacts(s).itertuples(index=False)]  # doctest: +NORMALIZE_WHITESPACE
-        [(0, 'path', 'src/app/config.py'), (0, 'number', '8387'),
-         (0, 'instruction', 'Please use port 8387 and edit src/app/config.py, not 3.11'),
-         (1, 'command', 'pytest -q')]
-    """
-    raw = texts.astype("string").fillna("")
-    tool = raw.str.contains(_TOOL_CALL, regex=True)
-    text = raw.copy()
-    if tool.any():  # JSON-escaped arguments: unescape, drop the tool name and keys
-        body = _unescape(raw[tool].str.replace(r'(?<=[{,])\s*"[\w-]+"\s*:', " :", regex=True))
-        text[tool] = body.str.replace(r"^[\w.-]+\(", "(", regex=True)
-    frames = [_tokens(text), _errors(text), _commands(raw[tool], text),
-              _instructions(text if user is None else text[user.to_numpy(dtype=bool)])]
-    out = pd.concat([f for f in frames if len(f)] or [_frame([], "path", pd.Series([]))],
-                    ignore_index=True)
-    out = out[out["value"].str.len() > 0].drop_duplicates(["row", "kind", "value"])
-    order = out["kind"].map({k: i for i, k in enumerate(ARTIFACT_KINDS)})
-    out = out.assign(_o=order).sort_values(["row", "_o", "value"], kind="stable")
-    return out.drop(columns="_o").reset_index(drop=True)[list(_COLUMNS)]
-
-
-def _tokens(text: pd.Series) -> pd.DataFrame:
-    m = text.str.extractall(_TOKENS)
-    if m.empty:
-        return _frame([], "path", pd.Series([]))
-    row = m.index.get_level_values(0)
-    out = [_frame(row, "path", m["path"]), _frame(row, "identifier", m["ident"])]
-    iso = m["iso"].fillna("")
-    for d, mo, y in (("d1", "m1", "y1"), ("d2", "m2", "y2")):
-        month = m[mo].str[:3].str.lower().map(_MONTHS)
-        alt = m[y] + "-" + month + "-" + m[d].str.zfill(2)
-        iso = iso.where(m[mo].isna(), alt)
-    out.append(_frame(row, "date", iso.where(iso != "")))
-    num = m["num"].str.replace(",", "", regex=False)
-    unit = m["unit"].str.lower()
-    digits = num.str.split(".", n=1).str[0].str.len()
-    keep = ((digits >= 3).fillna(False) | unit.notna() | m["cur"].notna()
-            | m["mark"].notna()) & num.notna()
-    value = m["cur"].fillna("") + num
-    value = value.where(m["mark"].ne("#").fillna(True), "#" + value)
-    sep = pd.Series(" ", index=unit.index, dtype="string").where(unit != "%", "")
-    value = value.where(unit.isna(), value + sep + unit)
-    out.append(_frame(row, "number", value.where(keep)))
-    return pd.concat([o.dropna(subset=["value"]) for o in out], ignore_index=True)
-
-
-def _errors(text: pd.Series) -> pd.DataFrame:
-    m = text.str.extractall(_ERROR)
-    if m.empty:
-        return _frame([], "error", pd.Series([]))
-    line = m["error"].str.strip().str.replace(r"^E\s+", "", regex=True)
-    line = line.str.replace(r"\s*\[\s*\d+%\]$", "", regex=True)
-    line = line.str.replace(r"\s+", " ", regex=True).str[:300]
-    line = line.where(~line.str.match(_CODE_LINE))
-    return _frame(m.index.get_level_values(0), "error", line).dropna(subset=["value"])
-
-
-def _commands(tool_raw: pd.Series, text: pd.Series) -> pd.DataFrame:
-    frames = []
-    if len(tool_raw):
-        m = tool_raw.str.extract(_SHELL).dropna(how="all")
-        single = _unescape(m["s"].dropna())
-        parts = m["a"].dropna().str.extractall(r'"((?:[^"\\]|\\.)*)"')[0]
-        joined = _unescape(parts).groupby(level=0).agg(" ".join)
-        joined = joined.str.replace(r"^(?:ba|z)?sh -l?c ", "", regex=True)
-        for s in (single, joined):
-            frames.append(_frame(s.index, "command", s.str.strip()))
-    d = text.str.extractall(_DOLLAR)
-    if len(d):
-        frames.append(_frame(d.index.get_level_values(0), "command", d["cmd"].str.strip()))
-    return pd.concat(frames, ignore_index=True) if frames else \
-        _frame([], "command", pd.Series([]))
-
-
-def _instructions(text: pd.Series) -> pd.DataFrame:
-    m = text.str.extractall(_INSTRUCTION) if len(text) else pd.DataFrame()
-    if m.empty:
-        return _frame([], "instruction", pd.Series([]))
-    s = m["ins"].str.replace(r"^[\s\-*>\"'“”‘’`•]+|[\s\"'“”‘’`.…]+$", "", regex=True)
-    s = s.str.replace(r"\s+", " ", regex=True).str[:300]
-    return _frame(m.index.get_level_values(0), "instruction", s)
-
-
-def _instruction_rows(f: pd.DataFrame) -> pd.Series:
-    """Real user messages (the first message of each turn) and compaction summaries."""
-    turn = f["turn"].fillna(0)
-    first = f.groupby(["session", "turn"], sort=False)["msg"].transform("min")
-    real = (turn > 0) & (f["msg"] == first) & (f["role"] == "user") & (f["kind"] == "text")
-    injected = f["content"].fillna("").str.match(INJECTED_CONTEXT)
-    return ((real & ~injected) | (f["kind"] == "summary")).fillna(False).astype(bool)
-
 
 def part_artifacts(t: Transcript) -> pd.DataFrame:
     """`artifacts` of every part of a transcript: ``row`` is the row position in ``t.frame``.
@@ -233,30 +38,20 @@ def part_artifacts(t: Transcript) -> pd.DataFrame:
     """
     f = t.frame
     texts = f["content"].reset_index(drop=True)
-    occ = artifacts(texts, user=_instruction_rows(f).reset_index(drop=True))
+    occ = artifacts(texts, user=instruction_rows(f).reset_index(drop=True))
     occ["session"] = f["session"].to_numpy(dtype=object)[occ["row"].to_numpy(dtype=np.int64)]
     occ["aid"] = occ.groupby(["session", "kind", "value"], sort=True).ngroup()
     return occ
 
 
-def _spans(f: pd.DataFrame, ev: pd.DataFrame,
-           kept: Iterable[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Per part, ``(lo, hi]`` of input ends that see it; only ``kept`` events count
-    (None: all): parts inserted by other events never show, parts they hid stay shown."""
-    pos_of = dict(zip(ev["event"].astype("int64"), ev["pos"].astype("float64")))
-    keep = set(pos_of) if kept is None else set(kept)
-    missing = {int(e) for e in pd.concat([f["event"], f["hidden_by"]]).dropna()} - set(pos_of)
-    if missing:
-        raise ValueError(f"parts refer to events {sorted(missing)[:5]} that the events "
-                         f"table lacks")
-
-    def at(ids: pd.Series, absent: float) -> np.ndarray:
-        kept_pos = {e: p for e, p in pos_of.items() if e in keep}
-        where = ids.astype("Float64").map(kept_pos).astype("float64").fillna(np.inf)
-        return np.where(ids.isna().to_numpy(), absent, where.to_numpy(dtype=float))
-
-    return np.maximum(f["pos"].to_numpy(dtype=float), at(f["event"], -np.inf)), \
-        at(f["hidden_by"], np.inf)
+def _base_spans(f: pd.DataFrame, ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """`part_spans` with compaction undone: only history edits (`HISTORY_EDITS`) count,
+    and parts that other events inserted are never seen."""
+    hist = ev[ev["origin"].isin(sorted(HISTORY_EDITS))]
+    keep_ins, keep_hid = f["event"].isin(hist["event"]), f["hidden_by"].isin(hist["event"])
+    lo, hi = part_spans(f.assign(event=f["event"].where(keep_ins),
+                                 hidden_by=f["hidden_by"].where(keep_hid)), hist)
+    return np.where((f["event"].notna() & ~keep_ins).to_numpy(), np.inf, lo), hi
 
 
 def _stabbed(q_key: np.ndarray, q: np.ndarray, key: np.ndarray, lo: np.ndarray,
@@ -329,10 +124,8 @@ def needed_facts_df(t: Transcript, *, kinds: Iterable[str] | None = None) -> pd.
     lo, hi = np.full(n, np.inf), np.full(n, np.inf)
     base_lo, base_hi = np.full(n, np.inf), np.full(n, np.inf)
     for _, idx, ev, _calls in _per_session(t):
-        fs = f.iloc[idx]
-        lo[idx], hi[idx] = _spans(fs, ev)
-        kept = ev.loc[ev["origin"].isin(list(HISTORY_EDITS)), "event"].astype("int64")
-        base_lo[idx], base_hi[idx] = _spans(fs, ev, kept=kept.tolist())
+        lo[idx], hi[idx] = part_spans(f.iloc[idx], ev)
+        base_lo[idx], base_hi[idx] = _base_spans(f.iloc[idx], ev)
     rows = occ["row"].to_numpy(dtype=np.int64)
     produced = ((f["role"].to_numpy(dtype=object)[rows] == "assistant")
                 & f["call"].notna().to_numpy()[rows] & f["event"].isna().to_numpy()[rows])
@@ -366,8 +159,8 @@ def needed_recall_df(t: Transcript, *, kinds: Iterable[str] | None = None) -> pd
         >>> import ctxlab
         >>> t = ctxlab.load("datasets/coding_session.jsonl")  # with its recorded compaction
         >>> r = needed_recall_df(t, kinds=["number"]).set_index("call")
-        >>> r.loc[95, "missing_values"], r.loc[46, "recall"]
-        (('8387',), 1.0)
+        >>> r.loc[[95, 109, 128], "missing_values"].tolist()  # port and rate limit lost
+        [('8387',), ('87 requests',), ()]
     """
     facts = needed_facts_df(t, kinds=kinds)
     calls = t.calls[["session", "call"]].astype({"session": object, "call": "int64"})
@@ -379,10 +172,8 @@ def needed_recall_df(t: Transcript, *, kinds: Iterable[str] | None = None) -> pd
     out = out.merge(values.rename("missing_values").reset_index(), on=["session", "call"],
                     how="left")
     out[["needed", "missing"]] = out[["needed", "missing"]].fillna(0).astype("int64")
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out["recall"] = np.where(out["needed"] > 0,
-                                 1.0 - out["missing"] / out["needed"].where(out["needed"] > 0),
-                                 np.nan)
+    out["recall"] = (1.0 - out["missing"] / out["needed"].where(out["needed"] > 0)) \
+        .astype("float64")
     out["missing_values"] = [v if isinstance(v, tuple) else () for v in out["missing_values"]]
     out["session"] = out["session"].astype("string")
     return out[["session", "call", "needed", "missing", "recall", "missing_values"]]
@@ -416,9 +207,9 @@ def summarize_recall(df: pd.DataFrame) -> dict[str, Any]:
 def retention_df(t: Transcript, *, include_recorded: bool = False) -> pd.DataFrame:
     """What each compaction event kept of the artifacts in the parts it hid.
 
-    The request right after an event is the first call whose input ends after the
-    event, as it stood once that event (and the ones before it) had applied: an
-    artifact of a hidden part is retained when any part visible there (the event's
+    The request right after an event is that of the first call whose input ends after
+    the event, once this event and those before it (not those after) had applied. An
+    artifact of a hidden part is retained when a part visible there (the event's
     summary or placeholders, other parts) has the same kind and value.
 
     Args:
@@ -429,54 +220,55 @@ def retention_df(t: Transcript, *, include_recorded: bool = False) -> pd.DataFra
         One row per compaction event that hid parts and per kind of `ARTIFACT_KINDS`
         plus ``"all"``: ``session``, ``event``, ``stage`` (the event's origin),
         ``kind``, ``hidden_artifacts`` (distinct values in the hidden parts),
-        ``retained`` and ``retention`` (retained / hidden, NaN when nothing was hidden).
+        ``retained`` and ``retention`` (retained / hidden; NaN when nothing was hidden).
     """
-    f, kinds = t.frame, [*ARTIFACT_KINDS, "all"]
+    f, skip = t.frame, HISTORY_EDITS | (set() if include_recorded else {"recorded"})
     occ = part_artifacts(t)
     rows = occ["row"].to_numpy(dtype=np.int64)
-    lo, hi, ordr = np.zeros(len(f)), np.zeros(len(f)), np.full(len(f), -1.0)
-    measured: list[pd.DataFrame] = []
+    lo, hi = np.zeros(len(f)), np.zeros(len(f))
+    measured = []
     for s, idx, ev, calls in _per_session(t):
-        ev = ev.sort_values(["pos", "event"], kind="stable")
-        ids = ev["event"].astype("int64").to_numpy()
-        order = {int(e): i for i, e in enumerate(ids)}
+        ev = ev.sort_values(["pos", "event"], kind="stable")  # time order
+        order = dict(zip(ev["event"].astype("int64").tolist(), range(len(ev))))
         ends = np.sort(calls["input_end_pos"].to_numpy(dtype=float))
-        nxt = np.searchsorted(ends, ev["pos"].to_numpy(dtype=float), side="right")
-        req = np.append(ends, np.inf)[nxt]  # input end of the request after each event
+        req = np.append(ends, np.inf)[np.searchsorted(ends, ev["pos"].to_numpy(dtype=float),
+                                                      side="right")]
         fs = f.iloc[idx]
-        ins = fs["event"].astype("Float64").map(order).astype("float64").fillna(-1.0)
-        hid = fs["hidden_by"].astype("Float64").map(order).astype("float64").fillna(len(ids))
         first = np.searchsorted(req, fs["pos"].to_numpy(dtype=float), side="right")
-        lo[idx] = np.maximum(ins.to_numpy(), first) - 0.5  # seen after events lo..hi-1
-        hi[idx] = hid.to_numpy() - 0.5
-        ordr[idx] = fs["hidden_by"].astype("Float64").map(order).astype("float64") \
-            .fillna(-1.0).to_numpy()
-        skip = HISTORY_EDITS | (set() if include_recorded else {"recorded"})
-        hidden_by = fs["hidden_by"].dropna().astype("int64").unique()
-        chosen = ev[~ev["origin"].isin(list(skip)) & ev["event"].isin(hidden_by)]
+        # a part shows in the requests after events lo + ½ ... hi − ½ (time-order ranks)
+        lo[idx] = np.maximum(_rank(fs["event"], order, -1), first) - 0.5
+        hi[idx] = _rank(fs["hidden_by"], order, len(ev)) - 0.5
+        chosen = ev[~ev["origin"].isin(sorted(skip)) & ev["event"].isin(fs["hidden_by"])]
         measured.append(pd.DataFrame({"session": s, "event": chosen["event"].astype("int64"),
-                                      "stage": chosen["origin"].astype(object)}))
-    events = pd.concat(measured, ignore_index=True) if measured else \
-        pd.DataFrame({"session": [], "event": [], "stage": []})
-    hid_ids = f["hidden_by"].to_numpy(dtype=object)[rows]
-    lost = occ.assign(event=hid_ids, q=ordr[rows])[pd.notna(hid_ids)]
-    lost = lost.astype({"event": "int64", "session": object}).merge(
-        events[["session", "event"]].astype({"event": "int64"}), on=["session", "event"])
+                                      "stage": chosen["origin"].astype(object),
+                                      "q": _rank(chosen["event"], order, 0)}))
+    cols = ["session", "event", "stage", "q"]
+    events = pd.concat(measured, ignore_index=True) if measured else pd.DataFrame(columns=cols)
+    events = events.astype({"session": object, "event": "int64"})
+    lost = occ.assign(event=f["hidden_by"].to_numpy(dtype=object)[rows]).dropna(subset="event")
+    lost = lost.astype({"event": "int64", "session": object}).merge(events, on=["session",
+                                                                               "event"])
     lost = lost.drop_duplicates(["session", "event", "aid"])
     lost["retained"] = _stabbed(lost["aid"].to_numpy(), lost["q"].to_numpy(dtype=float),
                                 occ["aid"].to_numpy(), lo[rows], hi[rows])
     both = pd.concat([lost, lost.assign(kind="all")], ignore_index=True)
     g = both.groupby(["session", "event", "kind"])["retained"].agg(["size", "sum"])
-    grid = events.merge(pd.DataFrame({"kind": kinds}), how="cross")
-    out = grid.astype({"event": "int64"}).merge(g.reset_index(), how="left",
-                                                on=["session", "event", "kind"])
-    out["hidden_artifacts"] = out["size"].fillna(0).astype("int64")
-    out["retained"] = out["sum"].fillna(0).astype("int64")
-    out["retention"] = out["retained"] / out["hidden_artifacts"].where(
-        out["hidden_artifacts"] > 0)
-    out = out.astype({"session": "string", "stage": "string", "kind": "string"})
-    return out[["session", "event", "stage", "kind", "hidden_artifacts", "retained",
-                "retention"]].astype({"retention": "float64"})
+    grid = events[cols[:3]].merge(pd.DataFrame({"kind": [*ARTIFACT_KINDS, "all"]}),
+                                  how="cross")
+    out = grid.merge(g.reset_index(), how="left", on=["session", "event", "kind"])
+    hidden = out["size"].fillna(0).astype("int64")
+    kept = out["sum"].fillna(0).astype("int64")
+    return pd.DataFrame({
+        "session": out["session"].astype("string"), "event": out["event"].astype("int64"),
+        "stage": out["stage"].astype("string"), "kind": out["kind"].astype("string"),
+        "hidden_artifacts": hidden, "retained": kept,
+        "retention": (kept / hidden.where(hidden > 0)).astype("float64")})
+
+
+def _rank(ids: pd.Series, order: dict[int, int], absent: int) -> np.ndarray:
+    """Time-order rank of each event id (``absent`` where NA)."""
+    ranks = ids.astype("Float64").map(order).astype("float64").fillna(float(absent))
+    return ranks.to_numpy(dtype=float)
 
 
 def retention_summary(t: Transcript, *, include_recorded: bool = False) -> dict[str, Any]:

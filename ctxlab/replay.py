@@ -178,6 +178,31 @@ class Replay:
         settings = replace(self.settings, pipeline=p)
         return _walk(self.base, self.transcript, settings, self.next_call, self)
 
+    def recall(self) -> pd.DataFrame:
+        """Needed-fact recall per call (`ctxlab.metrics.needed_recall_df`)."""
+        from ctxlab.metrics import needed_recall_df
+        return needed_recall_df(self.transcript)
+
+    def retention(self) -> pd.DataFrame:
+        """Artifact retention per event (`ctxlab.metrics.retention_df`)."""
+        from ctxlab.metrics import retention_df
+        return retention_df(self.transcript)
+
+    def summary(self) -> dict[str, Any]:
+        """The replay in numbers: compactions, tokens sent, peak usage, overflows, recall."""
+        from ctxlab.metrics import summarize_recall
+        c = self.calls
+        rec = summarize_recall(self.recall())
+        return {"pipeline": self.pipeline.name, "calls": len(c),
+                "compactions": int(c["triggered"].sum()) if len(c) else 0,
+                "events": len(self.events),
+                "tokens_sent": int(c["tokens_after"].sum()) if len(c) else 0,
+                "peak_tokens": int(c["tokens_after"].max()) if len(c) else 0,
+                "peak_usage": float(c["usage_after"].max()) if len(c) else 0.0,
+                "over_window": int(c["over_window"].sum()) if len(c) else 0,
+                "forced_final": int(c["forced_final"].sum()) if len(c) else 0,
+                "recall": rec["recall"], "missing": rec["missing"]}
+
     def _repr_html_(self) -> str:
         c = self.calls
         return (f"<p><b>Replay</b> {self.pipeline.name}: {len(c)} calls, "

@@ -5,10 +5,12 @@ compaction replaces the whole conversation by one user message holding a summary
 (12–16k characters, about 3.2–3.7k o200k tokens); nothing else of the old
 conversation is sent again. Claude Code then re-attaches the files it read most
 recently, and that content is not in the log: it shows only in the reported input of
-the first call after compaction. Claude Code restores at most 5 files, newest first,
-at most 5,000 tokens each and 50,000 in all; a file over the per-file limit is
-replaced by a one-line note saying it was too large to include (these are Claude
-Code's constants; the logs agree — see `ctxlab.fidelity` and ``tests/test_fidelity.py``).
+the first call after compaction. Claude Code's client restores at most 5 files, newest
+first, at most 5,000 tokens each and 50,000 in all, and puts a one-line note in place
+of a file over the per-file limit. Those constants come from the client, not from the
+logs, which cannot show them directly; with them the replayed input right after
+compaction is within 16% of the reported one in all three real sessions (without any
+files re-attached: up to 30% under; see ``tests/test_fidelity.py``).
 
 Why one stage does both. A stage sees only the visible parts of the request; once a
 summarize stage has hidden the old reads, a later stage cannot see their text. So
@@ -26,7 +28,8 @@ an earlier compaction. The model's limits:
 * the content of the latest read stands in for the file as Claude Code re-reads it
   from disk, so later edits and unread parts of a partially read file are not there;
 * Claude Code also restores files it edited or wrote, a plan file and invoked skills;
-  those are not modelled (in one real session they add about 6k tokens);
+  those are not modelled (the one real session that used plan mode and a skill is
+  6.6k tokens under its reported input right after compaction);
 * the current prompt (L5) is never hidden by `Summarize`, so it stays verbatim where
   Claude Code folds it into the summary.
 """
@@ -85,8 +88,9 @@ def reference_text(path: str, tokens: int) -> str:
     """The note that stands in for a file too large to re-attach.
 
     Example:
-        >>> reference_text("big.py", 9000)
-        'big.py was read before compaction; at 9,000 tokens it is too large to re-attach. Read it again if it is needed.'
+        >>> print(reference_text("big.py", 9000).replace("; ", ";\\n"))
+        big.py was read before compaction;
+        at 9,000 tokens it is too large to re-attach. Read it again if it is needed.
     """
     return (f"{path} was read before compaction; at {tokens:,} tokens it is too large to "
             f"re-attach. Read it again if it is needed.")
@@ -148,11 +152,12 @@ class Reattach(Stage):
         if view.parts.empty:
             return None
         base = self.summarize.plan(view)
-        summary = next((n for n in (base.insert if base else ()) if n.kind == "summary"), None)
+        inserted = base.insert if base is not None else ()
+        summary = next((n for n in inserted if n.kind == "summary"), None)
         if base is None or summary is None:
             why = base.reason if base is not None else "nothing to summarize"
             return Edit(stage=self.name, reason=f"no summary, nothing re-attached ({why})",
-                        summarizer_calls=base.summarizer_calls if base else ())
+                        summarizer_calls=base.summarizer_calls if base is not None else ())
         hidden = set(base.hide)
         files = latest_reads(view.parts)
         gone = files[files["part"].isin(hidden) & ~files["path"].map(self._excluded)]
@@ -187,7 +192,7 @@ class Reattach(Stage):
         for r in files.itertuples():
             text = attachment_text(r.path, r.content)
             tokens = view.estimate(text)
-            meta: dict[str, Any] = {"reattached_from": int(r.part)}
+            meta: dict[str, Any] = {"reattached_from": int(r.part), "read_pos": float(r.pos)}
             if tokens > self.max_tokens_per_file:
                 oversize += 1
                 if self.oversize == "skip":
@@ -224,7 +229,8 @@ def latest_reads(parts: pd.DataFrame) -> pd.DataFrame:
     earlier compaction re-attached (not its notes on files too large to include).
 
     Returns:
-        ``part``, ``path``, ``pos``, ``content``, one row per file, newest first.
+        ``part``, ``path``, ``pos`` (of the read; for a re-attached file, of the read it
+        copies), ``content`` (the file's text), one row per file, newest first.
 
     Example:
         >>> parts = pd.DataFrame({"part": [0, 1, 2, 3], "pos": [0.0, 1.0, 2.0, 3.0],
@@ -242,35 +248,41 @@ def latest_reads(parts: pd.DataFrame) -> pd.DataFrame:
     reads = file_reads(parts)[["part", "path"]]
     again = parts[(parts["kind"] == "attachment") & parts["event"].notna()
                   & parts["file_path"].notna()]
-    again = again[np.array([_reattached(m) for m in again["meta"]], dtype=bool)]
-    rows = pd.concat([reads, pd.DataFrame({"part": again["part"].astype("int64"),
-                                           "path": again["file_path"].astype(object)})],
-                     ignore_index=True)
+    read_pos = [_read_pos(m) for m in again["meta"]]
+    keep = np.array([p is not None for p in read_pos], dtype=bool)
+    again = again[keep]
     info = parts.set_index(parts["part"].astype("int64"))[["pos", "content"]]
-    rows = rows.join(info, on="part")
-    earlier = rows["part"].isin(again["part"].astype("int64"))
-    rows.loc[earlier, "content"] = [_unwrap(p, c) for p, c in
-                                    zip(rows.loc[earlier, "path"], rows.loc[earlier, "content"])]
-    rows = rows.sort_values("pos", kind="stable").drop_duplicates("path", keep="last")
-    if rows.empty:
+    found = [reads.join(info, on="part"),
+             pd.DataFrame({"part": again["part"].astype("int64").to_numpy(),
+                           "path": again["file_path"].astype(object).to_numpy(),
+                           "pos": np.array([p for p in read_pos if p is not None], dtype=float),
+                           "content": [_unwrap(p, c) for p, c in
+                                       zip(again["file_path"], again["content"])]})]
+    found = [f for f in found if len(f)]
+    if not found:
         return pd.DataFrame(columns=cols)
+    rows = pd.concat(found, ignore_index=True) if len(found) > 1 else found[0]
+    rows = rows.sort_values("pos", kind="stable").drop_duplicates("path", keep="last")
     out = rows.iloc[::-1][cols].reset_index(drop=True)
     return out.astype({"part": "int64", "pos": "float64"})
 
 
 def _unwrap(path: str, text: str) -> str:
     """The file's text inside an attachment made by `attachment_text`."""
-    head = attachment_text(path, "")
-    return text[len(head):] if text.startswith(head) else text
+    return text.removeprefix(attachment_text(path, ""))
 
 
-def _reattached(meta: Any) -> bool:
-    """Whether a part's meta marks a file this stage re-attached with its content."""
+def _read_pos(meta: Any) -> float | None:
+    """Where the read a re-attached file copies was, from the attachment's meta; None
+    when the part is not a re-attached file with its content (a note, or another part)."""
     text = optional_text(meta)
     if not text or "reattached_from" not in text:
-        return False
+        return None
     try:
         value = json.loads(text)
     except json.JSONDecodeError:
-        return False
-    return isinstance(value, dict) and "reattached_from" in value and not value.get("reference")
+        return None
+    if not isinstance(value, dict) or "reattached_from" not in value or value.get("reference"):
+        return None
+    pos = value.get("read_pos")
+    return float(pos) if isinstance(pos, (int, float)) else None

@@ -1,0 +1,212 @@
+"""Artifacts agents rely on — paths, commands, errors, identifiers, numbers, dates,
+instructions — extracted from a column of texts, vectorised (`artifacts`).
+
+Rules, with their precision limits in brackets:
+
+* ``path``: absolute (``/a/b``, ``~/a``, ``./a``: two segments or an extension),
+  relative with a slash and an extension (``src/app/config.py``), or a file name with
+  a common extension (``README.md``); no trailing punctuation. [``src/x.py`` and
+  ``/repo/src/x.py`` differ; URLs yield no path; a space ends a path.]
+* ``command``: the ``command``/``cmd`` argument of a shell tool call (``Bash``,
+  ``shell``, ``run_shell_command``...; a list is joined, ``bash -lc`` dropped) and
+  lines starting with ``$ `` (after a bullet or backtick). [Fenced blocks are unseen.]
+* ``error``: a line with ``Error:``, ``Exception``, ``Traceback``, ``FAILED``,
+  ``error[``, ``fatal:``, ``panic:``, ``ERROR`` or starting with ``error``; code
+  lines (``except``, ``class``, ``raise``...) are not; pytest's ``E`` prefix and
+  ``[ 40%]`` suffix are dropped. [A summary that merges or rewords lines loses them.]
+* ``identifier``: snake_case (``parse_invoices``, ``CTX_TOKEN_924E``), camelCase,
+  PascalCase with two humps (``RateLimiter``), dotted names whose segments have two
+  or more characters (``os.environ``, ``pg-staging-821.internal``) and ticket-like ids
+  (``MARLIN-15``); not single words, ``e.g.``, ``3.11`` or tool-call argument keys.
+  [Product names such as ``GitHub`` count; ``HTTPServer`` does not.]
+* ``number``: three or more integer digits (``8387``, ``429``; ``178,587`` →
+  ``178587``), or any number with a unit (``87 requests``, ``30 s``, ``15%``), a
+  currency sign (``€178587``), after ``port`` or ``#`` (``#42``). Not numbers: parts
+  of dotted chains (versions ``3.11.2``, ``127.0.0.1``), words (``v2``, ``924E``),
+  dashed runs (``2026-01-12``, ``pg-staging-821``), subscripts (``test_bulk[798]``),
+  line-number gutters (``120→``) and pytest's ``[ 40%]``; ``3.11`` alone has one
+  integer digit and no unit. [The same number in unrelated places is one artifact.]
+* ``date``: ``2026-03-23``, ``23 March 2026``, ``March 23, 2026`` → ``2026-03-23``.
+* ``instruction``: a sentence with must, never, always, please, use, don't, do not,
+  should, make sure, avoid, keep or prefer, in a real user message (the first message
+  of a turn) or a compaction summary (which restates them). [Compared verbatim.]
+"""
+
+
+from __future__ import annotations
+
+from typing import Any, Literal, get_args
+
+import pandas as pd
+
+from ctxlab.errors import ConfigError
+from ctxlab.layers import INJECTED_CONTEXT
+
+ArtifactKind = Literal["path", "command", "error", "identifier", "number", "date",
+                       "instruction"]
+ARTIFACT_KINDS: tuple[str, ...] = get_args(ArtifactKind)
+_EXT = ("py|pyi|ipynb|md|rst|txt|json|jsonl|toml|ya?ml|ini|cfg|conf|env|lock|tsx?|jsx?|mjs|"
+        "cjs|s?css|html?|vue|svelte|rs|go|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|sh|bash|zsh|"
+        "sql|csv|tsv|xml|log|pdf|png|jpe?g|gif|svg|lua|tf|proto|gradle|b64|patch|diff")
+_MONTH = ("Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
+          "Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?")
+_UNIT = (r"%(?!\])|ms|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|"
+         r"years?|k|[kmgt]i?b|bytes?|tokens?|chars?|characters?|lines?|rows?|requests?|reqs?|"
+         r"rps|qps|calls?|items?|records?|retries|attempts?|workers?|threads?|connections?|"
+         r"files?|tests?|users?|messages?|entries|steps?|pages?|px|usd|eur|dollars?|euros?")
+_SEG = r"[A-Za-z_][\w-]*\w"
+_PLAIN = r"(?:[a-z]+|[A-Z][a-z]+)(?=[\s,;:!?)\"'\]]|$)"  # a prose word: no token starts here
+_TOKENS = (
+    r"(?<!\w)(?=[\w~./$€£¥#])(?:"
+    # dates that start with the day; numbers, qualified by digits, unit, currency, port or #
+    rf"(?<![\w.-])(?P<d1>[0-3]?\d)\s+(?P<m1>{_MONTH})\.?,?\s+(?P<y1>\d{{4}})(?!\w)"
+    r"|(?:(?P<mark>\b[Pp]ort[ =:]|#)|(?<![\w.,-])(?<!\w\[))(?P<cur>[$€£¥])?"
+    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![.,]\d|-\d|\.[A-Za-z])"
+    rf"(?:\s?(?P<unit>(?i:{_UNIT}))(?!\w))?(?![\w→\t]|/(?:[\w.@+-]+/)*[\w.@+-]*\.[A-Za-z])"
+    rf"|(?P<m2>{_MONTH})\.?\s+(?P<d2>[0-3]?\d)(?:st|nd|rd|th)?,?\s+(?P<y2>\d{{4}})(?!\w)"
+    rf"|(?!{_PLAIN})(?:"
+    # paths: absolute (2+ segments or an extension), relative with an extension, bare file
+    r"(?<![\w./\\+:@-])(?P<path>(?:~|\.\.?)?/(?:[\w.@+-]+/)+[\w.@+-]*[\w@+-]"
+    r"|(?:~|\.\.?)?/[\w@+-]+\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w/@+-]|\.\w)"
+    r"|(?:[\w.@+-]+/)+[\w.@+-]*\.[A-Za-z][A-Za-z0-9]{0,7}(?![\w/@+-]|\.\w)"
+    rf"|[\w@+-]+(?:\.[\w@+-]+)*\.(?:{_EXT})(?![\w/@+-]|\.\w))"
+    r"|(?<![\w.-])(?P<iso>\d{4}-[01]\d-[0-3]\d)(?![\w-])"
+    # identifiers: dotted, ticket-like, snake_case, camelCase, PascalCase
+    rf"|(?<![\w./\\+-])(?P<ident>{_SEG}(?:\.{_SEG})+|[A-Z][A-Z0-9]+-\d+"
+    r"|_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+"
+    r"|[A-Z]+[a-z0-9]+(?:[A-Z][a-z0-9]*)+)(?![\w-]|\.\w)))")
+_ERROR = (r"(?m)^[^\S\n]*(?P<error>(?:[^\n]*?(?=[EFTefp])(?:Error:|Exception\b|\bTraceback\b|"
+          r"\bFAILED\b|\berror\[|\bfatal:|\bpanic:|\bERROR\b)|error\b)[^\n]*)")
+_CODE_LINE = r"(?:except|class|def|raise|import|from|catch|throw|if|elif|return|assert)\b"
+_DOLLAR = r"(?m)^[^\S\n]*(?:[-*][^\S\n]+)?`?\$ (?P<cmd>[^`\n]+)"
+_SHELL = (r"(?s)^(?i:bash|shell|sh|terminal|run_shell_command|shell_command|exec_command|"
+          r"execute_bash|execute_command|run_command|run_terminal_cmd|local_shell|exec)\(\{.*?"
+          r"\"(?:command|cmd)\"\s*:\s*(?:\"(?P<s>(?:[^\"\\]|\\.)*)\"|\[(?P<a>[^\]]*)\])")
+_KEYWORD = (r"\b(?:must|mustn['’]t|never|always|please|use|don['’]t|do not|should|"
+            r"shouldn['’]t|make sure|avoid|keep|prefer)\b")
+_BODY = r"(?:\b(?:e\.g|i\.e|etc|vs|cf)\.|[^.!?\n]|[.!?](?!\s|$))"  # not ended by e.g.
+_INSTRUCTION = rf"(?im)(?:^|(?<=[.!?])[^\S\n]+)(?P<ins>{_BODY}*?{_KEYWORD}{_BODY}*[.!?]?)"
+_TOOL_CALL = r"^[\w.-]+\(\{"
+_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "r": " ", "t": " "}
+_MONTHS = {m: f"{i:02d}" for i, m in enumerate(
+    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1)}
+_COLUMNS = ("row", "kind", "value")
+
+
+def _unescape(s: pd.Series) -> pd.Series:
+    return s.str.replace(r'\\(["\\/nrt])', lambda m: _ESCAPES[m.group(1)], regex=True)
+
+
+def _frame(row: Any, kind: str, value: pd.Series) -> pd.DataFrame:
+    return pd.DataFrame({"row": row, "kind": kind, "value": value.astype(object)})
+
+
+def artifacts(texts: pd.Series, *, user: pd.Series | None = None) -> pd.DataFrame:
+    """Artifacts of every text of a column (rules in the module docstring).
+
+    Args:
+        texts: one text per row (NA is empty).
+        user: per row, whether instructions may be extracted from it (the real user
+            messages); None: every row.
+
+    Returns:
+        ``row`` (index label in ``texts``), ``kind``, ``value`` (normalised); each
+        (row, kind, value) once, ordered by row, kind, value.
+
+    Example:
+        >>> s = pd.Series(["Please use port 8387 and edit src/app/config.py, not 3.11.",
+        ...                'Bash({"command": "pytest -q"})'])
+        >>> for row in artifacts(s).itertuples(index=False):
+        ...     print(*row)
+        0 path src/app/config.py
+        0 number 8387
+        0 instruction Please use port 8387 and edit src/app/config.py, not 3.11
+        1 command pytest -q
+    """
+    if user is not None and len(user) != len(texts):
+        raise ConfigError(f"user has {len(user)} values for {len(texts)} texts")
+    raw = texts.astype("string").fillna("")
+    tool = raw.str.contains(_TOOL_CALL, regex=True)
+    text = raw.copy()
+    if tool.any():  # JSON-escaped arguments: unescape, drop the tool name and keys
+        body = _unescape(raw[tool].str.replace(r'(?<=[{,])\s*"[\w-]+"\s*:', " :", regex=True))
+        text[tool] = body.str.replace(r"^[\w.-]+\(", "(", regex=True)
+    frames = [_tokens(text), _errors(text), _commands(raw[tool], text),
+              _instructions(text if user is None else text[user.to_numpy(dtype=bool)])]
+    out = pd.concat([f for f in frames if len(f)] or [_frame([], "path", pd.Series([]))],
+                    ignore_index=True)
+    out = out[out["value"].str.len() > 0].drop_duplicates(["row", "kind", "value"])
+    order = out["kind"].map({k: i for i, k in enumerate(ARTIFACT_KINDS)})
+    out = out.assign(_o=order).sort_values(["row", "_o", "value"], kind="stable")
+    return out.drop(columns="_o").reset_index(drop=True)[list(_COLUMNS)]
+
+
+def _tokens(text: pd.Series) -> pd.DataFrame:
+    m = text.str.extractall(_TOKENS)
+    if m.empty:
+        return _frame([], "path", pd.Series([]))
+    row = m.index.get_level_values(0)
+    out = [_frame(row, "path", m["path"]), _frame(row, "identifier", m["ident"])]
+    iso = m["iso"].fillna("")
+    for d, mo, y in (("d1", "m1", "y1"), ("d2", "m2", "y2")):
+        month = m[mo].str[:3].str.lower().map(_MONTHS)
+        alt = m[y] + "-" + month + "-" + m[d].str.zfill(2)
+        iso = iso.where(m[mo].isna(), alt)
+    out.append(_frame(row, "date", iso.where(iso != "")))
+    num = m["num"].str.replace(",", "", regex=False)
+    unit = m["unit"].str.lower()
+    digits = num.str.split(".", n=1).str[0].str.len()
+    keep = ((digits >= 3).fillna(False) | unit.notna() | m["cur"].notna()
+            | m["mark"].notna()) & num.notna()
+    value = m["cur"].fillna("") + num
+    value = value.where(m["mark"].ne("#").fillna(True), "#" + value)
+    sep = pd.Series(" ", index=unit.index, dtype="string").where(unit != "%", "")
+    value = value.where(unit.isna(), value + sep + unit)
+    out.append(_frame(row, "number", value.where(keep)))
+    return pd.concat([o.dropna(subset=["value"]) for o in out], ignore_index=True)
+
+
+def _errors(text: pd.Series) -> pd.DataFrame:
+    m = text.str.extractall(_ERROR)
+    if m.empty:
+        return _frame([], "error", pd.Series([]))
+    line = m["error"].str.strip().str.replace(r"^E\s+", "", regex=True)
+    line = line.str.replace(r"\s*\[\s*\d+%\]$", "", regex=True)
+    line = line.str.replace(r"\s+", " ", regex=True).str[:300]
+    line = line.where(~line.str.match(_CODE_LINE))
+    return _frame(m.index.get_level_values(0), "error", line).dropna(subset=["value"])
+
+
+def _commands(tool_raw: pd.Series, text: pd.Series) -> pd.DataFrame:
+    frames = []
+    if len(tool_raw):
+        m = tool_raw.str.extract(_SHELL).dropna(how="all")
+        single = _unescape(m["s"].dropna())
+        parts = m["a"].dropna().str.extractall(r'"((?:[^"\\]|\\.)*)"')[0]
+        joined = _unescape(parts).groupby(level=0).agg(" ".join)
+        joined = joined.str.replace(r"^(?:ba|z)?sh -l?c ", "", regex=True)
+        for s in (single, joined):
+            frames.append(_frame(s.index, "command", s.str.strip()))
+    d = text.str.extractall(_DOLLAR)
+    if len(d):
+        frames.append(_frame(d.index.get_level_values(0), "command", d["cmd"].str.strip()))
+    return pd.concat(frames, ignore_index=True) if frames else \
+        _frame([], "command", pd.Series([]))
+
+
+def _instructions(text: pd.Series) -> pd.DataFrame:
+    m = text.str.extractall(_INSTRUCTION) if len(text) else pd.DataFrame()
+    if m.empty:
+        return _frame([], "instruction", pd.Series([]))
+    s = m["ins"].str.replace(r"^[\s\-*>\"'“”‘’`•]+|[\s\"'“”‘’`.!?…]+$", "", regex=True)
+    s = s.str.replace(r"\s+", " ", regex=True).str[:300]
+    return _frame(m.index.get_level_values(0), "instruction", s)
+
+
+def instruction_rows(f: pd.DataFrame) -> pd.Series:
+    """Real user messages (the first message of each turn) and compaction summaries."""
+    turn = f["turn"].fillna(0)
+    first = f.groupby(["session", "turn"], sort=False)["msg"].transform("min")
+    real = (turn > 0) & (f["msg"] == first) & (f["role"] == "user") & (f["kind"] == "text")
+    injected = f["content"].fillna("").str.match(INJECTED_CONTEXT)
+    return ((real & ~injected) | (f["kind"] == "summary")).fillna(False).astype(bool)

@@ -1,0 +1,254 @@
+"""How faithfully a replay reproduces a real log: per-call usage and compaction points.
+
+A log with reported usage and recorded compactions (Claude Code's) is the ground truth;
+a replay of a pipeline over the same log, uncompacted (`ctxlab.replay`, or
+`ctxlab.pipeline.compact_all` on ``t.rewind_recorded()``), is the model. These
+functions put the two side by side:
+
+* `fidelity_df`: per call, the reported input against the replay's estimated request,
+  and whether the real agent and the replay compacted right before that call;
+* `fidelity_errors_df`: per session, the error of those estimates (MAPE, bias), over all
+  calls and over the calls where both are in the same segment (same number of
+  compactions behind them), which separates estimation error from timing;
+* `compaction_points_df`: per compaction, the real and the predicted call, the tokens
+  before (recorded ``pre_tokens`` against the estimate) and right after;
+* `threshold_bounds_df`: what the log alone says about the agent's trigger: the
+  request sizes that went out without compaction and the ``pre_tokens`` that did not.
+
+Example:
+    >>> import ctxlab
+    >>> t = ctxlab.load("datasets/coding_session.jsonl")
+    >>> r = ctxlab.replay(t, "claude-code", window=200_000)
+    >>> fid = fidelity_df(t, r)
+    >>> int(fid["real_compaction"].sum())
+    1
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ctxlab.errors import ConfigError
+from ctxlab.schema import Transcript
+from ctxlab.visibility import call_segments
+
+REPLAY_COLUMNS = ("session", "call", "tokens_after", "triggered")
+FIDELITY_COLUMNS = ("session", "call", "segment", "input_total", "est_tokens_before",
+                    "est_tokens", "error_tokens", "error_pct", "real_compaction",
+                    "predicted_compaction")
+
+
+def replay_rows(replayed: Any) -> pd.DataFrame:
+    """The per-call rows of a replay: a DataFrame, or the ``.calls`` of a result.
+
+    Accepts `ctxlab.replay`'s `Replay`, the rows `ctxlab.pipeline.compact_all` returns,
+    or any object with a ``calls`` DataFrame holding ``session``, ``call``,
+    ``tokens_after`` and ``triggered``.
+
+    Raises:
+        ConfigError: no such frame, or a column is missing.
+    """
+    rows = replayed if isinstance(replayed, pd.DataFrame) else getattr(replayed, "calls", None)
+    if not isinstance(rows, pd.DataFrame):
+        raise ConfigError(f"expected a replay (with a .calls DataFrame) or its rows, got "
+                          f"{type(replayed).__name__}; with compact_all, pass the rows (the "
+                          f"second item it returns)")
+    missing = [c for c in REPLAY_COLUMNS if c not in rows.columns]
+    if missing:
+        raise ConfigError(f"the replay rows lack {missing}; they need {list(REPLAY_COLUMNS)} "
+                          f"(a transcript's calls are not replay rows: pass ctxlab.replay's "
+                          f"result or compact_all's rows)")
+    return rows
+
+
+def fidelity_df(transcript: Transcript, replayed: Any) -> pd.DataFrame:
+    """Per call of the real log: reported input against the replay's estimated request.
+
+    Args:
+        transcript: the real log, with reported usage and its recorded compactions.
+        replayed: the replay of a pipeline over it (see `replay_rows`).
+
+    Returns:
+        One row per call of the log, in its order: ``session``, ``call``, ``segment``
+        (recorded compactions before the call), ``input_total`` (reported),
+        ``est_tokens_before`` (the replay's request before compacting at this call),
+        ``est_tokens`` (after: what the replay sends), ``error_tokens``
+        (``est_tokens − input_total``), ``error_pct``, ``real_compaction`` (a recorded
+        compaction happened between the previous call and this one),
+        ``predicted_compaction`` (the replay compacted at this call: triggered, and a
+        stage acted when the rows say which). Calls the replay lacks have NA estimates.
+    """
+    rows = replay_rows(replayed)
+    calls = transcript.calls
+    seg = call_segments(transcript)
+    base = pd.DataFrame({"session": calls["session"].astype("string").to_numpy(),
+                         "call": calls["call"].astype("int64").to_numpy(), "segment": seg,
+                         "input_total": calls["input_total"].astype("Int64").to_numpy(),
+                         "_end": calls["input_end_pos"].to_numpy(dtype=np.float64)})
+    base = base.sort_values(["session", "_end"], kind="stable")
+    prev = base.groupby("session", sort=False)["segment"].shift(1, fill_value=0)
+    base["real_compaction"] = (base["segment"] > prev).to_numpy()
+    base = base.sort_index()
+    acted = rows["triggered"].astype(bool).to_numpy(copy=True)
+    if "stages_used" in rows.columns:
+        acted &= rows["stages_used"].fillna("").astype(str).str.len().to_numpy() > 0
+    before = rows["tokens_before"] if "tokens_before" in rows.columns else rows["tokens_after"]
+    est = pd.DataFrame({"session": rows["session"].astype("string").to_numpy(),
+                        "call": rows["call"].astype("int64").to_numpy(),
+                        "est_tokens_before": before.astype("Int64").to_numpy(),
+                        "est_tokens": rows["tokens_after"].astype("Int64").to_numpy(),
+                        "predicted_compaction": acted})
+    est = est.drop_duplicates(["session", "call"], keep="last")
+    out = base.merge(est, on=["session", "call"], how="left", validate="one_to_one")
+    out["predicted_compaction"] = out["predicted_compaction"].fillna(False).astype(bool)
+    err = out["est_tokens"].astype("Float64") - out["input_total"].astype("Float64")
+    out["error_tokens"] = err
+    reported = out["input_total"].astype("Float64")
+    out["error_pct"] = (100.0 * err / reported.where(reported > 0)).astype("Float64")
+    return out[list(FIDELITY_COLUMNS)].reset_index(drop=True)
+
+
+def fidelity_errors_df(fidelity: pd.DataFrame) -> pd.DataFrame:
+    """Per session, how far the replay's requests are from the reported ones.
+
+    Args:
+        fidelity: `fidelity_df`'s result.
+
+    Returns:
+        ``session``, ``calls`` (with both numbers), ``mape_pct``, ``bias_pct``,
+        ``p95_abs_error_pct``, and ``aligned_calls`` / ``aligned_mape_pct``: the same over
+        the calls where the real log and the replay have compacted equally often, so a
+        compaction predicted a few calls late does not count as estimation error.
+    """
+    f = fidelity.dropna(subset=["error_pct"]).copy()
+    real_seg = f.groupby("session", sort=False)["real_compaction"].cumsum()
+    pred_seg = f.groupby("session", sort=False)["predicted_compaction"].cumsum()
+    f["aligned"] = (real_seg == pred_seg).to_numpy()
+    f["abs_pct"] = f["error_pct"].astype("float64").abs()
+    rows = []
+    for session, g in f.groupby("session", sort=False):
+        a = g[g["aligned"]]
+        rows.append({"session": session, "calls": len(g), "mape_pct": g["abs_pct"].mean(),
+                     "bias_pct": g["error_pct"].astype("float64").mean(),
+                     "p95_abs_error_pct": g["abs_pct"].quantile(0.95),
+                     "aligned_calls": len(a),
+                     "aligned_mape_pct": a["abs_pct"].mean() if len(a) else np.nan})
+    cols = ["session", "calls", "mape_pct", "bias_pct", "p95_abs_error_pct", "aligned_calls",
+            "aligned_mape_pct"]
+    return pd.DataFrame(rows, columns=cols).astype({"calls": "int64", "aligned_calls": "int64"})
+
+
+def compaction_points_df(transcript: Transcript, replayed: Any) -> pd.DataFrame:
+    """Per compaction, where the real agent compacted against where the replay did.
+
+    The k-th recorded compaction of a session is paired with the k-th compaction of the
+    replay; one without a partner has NA on the other side.
+
+    Returns:
+        ``session``, ``compaction`` (0, 1, ... within the session), ``real_call`` (the
+        first call after the recorded compaction), ``predicted_call``, ``offset_calls``
+        (predicted − real), ``pre_tokens_recorded`` (the agent's own count when it
+        compacted), ``pre_tokens_est`` (the replay's request at the predicted call, before
+        compacting), ``pre_tokens_est_at_real`` (the replay's request at the real call),
+        ``post_input_reported`` (reported input of the real call),
+        ``post_input_est`` (the replay's request right after compacting),
+        ``post_error_pct``.
+    """
+    fid = fidelity_df(transcript, replayed)
+    ev = transcript.events
+    rec = ev[ev["origin"] == "recorded"].sort_values(["session", "pos"], kind="stable")
+    rows: list[dict[str, Any]] = []
+    for session in pd.unique(fid["session"]):
+        f = fid[fid["session"] == session]
+        real = f[f["real_compaction"]]
+        pred = f[f["predicted_compaction"]]
+        pre = rec.loc[rec["session"] == session, "pre_tokens"].tolist()
+        for k in range(max(len(real), len(pred))):
+            r = real.iloc[k] if k < len(real) else None
+            p = pred.iloc[k] if k < len(pred) else None
+            post_rep = r["input_total"] if r is not None else pd.NA
+            post_est = p["est_tokens"] if p is not None else pd.NA
+            rows.append({
+                "session": session, "compaction": k,
+                "real_call": r["call"] if r is not None else pd.NA,
+                "predicted_call": p["call"] if p is not None else pd.NA,
+                "pre_tokens_recorded": pre[k] if k < len(pre) else pd.NA,
+                "pre_tokens_est": p["est_tokens_before"] if p is not None else pd.NA,
+                "pre_tokens_est_at_real": r["est_tokens_before"] if r is not None else pd.NA,
+                "post_input_reported": post_rep, "post_input_est": post_est})
+    cols = ["session", "compaction", "real_call", "predicted_call", "pre_tokens_recorded",
+            "pre_tokens_est", "pre_tokens_est_at_real", "post_input_reported",
+            "post_input_est"]
+    out = pd.DataFrame(rows, columns=cols)
+    out = out.astype({"session": "string", "compaction": "int64",
+                      **{c: "Int64" for c in cols[2:]}})
+    out.insert(4, "offset_calls", out["predicted_call"] - out["real_call"])
+    rep = out["post_input_reported"].astype("Float64")
+    out["post_error_pct"] = (100.0 * (out["post_input_est"].astype("Float64") - rep)
+                             / rep.where(rep > 0)).astype("Float64")
+    return out
+
+
+def threshold_bounds_df(transcript: Transcript, *, window: int = 200_000,
+                        reserve_tokens: int = 20_000) -> pd.DataFrame:
+    """What a log says about its agent's compaction trigger, one row per recorded compaction.
+
+    Before every call the agent checks the size of its context: the last call's reported
+    input plus its output, plus an estimate of what came after. The checks before the
+    calls that went out uncompacted stayed under the threshold; the one that fired
+    reported ``pre_tokens``. So the threshold lies in ``(lower_tokens, upper_tokens]``:
+    ``lower_tokens`` is the largest known part (input + output of a call) of a check that
+    did not fire — the new messages' estimate comes on top, so the true bound is a little
+    higher — and ``upper_tokens`` is ``pre_tokens``.
+
+    Args:
+        transcript: a log with reported usage and recorded compactions.
+        window: the model's context window.
+        reserve_tokens: the output reserve of a "window minus reserve" definition (Claude
+            Code holds back ``min(max output, 20,000)``).
+
+    Returns:
+        ``session``, ``real_call``, ``lower_tokens``, ``upper_tokens``, and both as shares
+        of the window (``lower_ratio_window``...) and of the window minus the reserve
+        (``lower_ratio_available``...).
+
+    Example:
+        >>> import ctxlab
+        >>> b = threshold_bounds_df(ctxlab.load("datasets/coding_session.jsonl"))
+        >>> bool((b["lower_tokens"] < b["upper_tokens"]).all())
+        True
+    """
+    fid = fidelity_df(transcript, pd.DataFrame(columns=list(REPLAY_COLUMNS)))
+    out_tokens = transcript.calls.set_index(["session", "call"])["output_tokens"]
+    ev = transcript.events
+    rec = ev[ev["origin"] == "recorded"].sort_values(["session", "pos"], kind="stable")
+    rows = []
+    for session in pd.unique(fid["session"]):
+        f = fid[fid["session"] == session].reset_index(drop=True)
+        pre = rec.loc[rec["session"] == session, "pre_tokens"].tolist()
+        starts = [0] + [int(i) for i in np.flatnonzero(f["real_compaction"].to_numpy())]
+        for k, at in enumerate(starts[1:]):
+            # checks before calls starts[k] + 1 .. at - 1 did not fire: usage of the calls
+            # starts[k] .. at - 2
+            seg = f.iloc[starts[k]:max(starts[k], at - 1)]
+            outs = [out_tokens.get((session, int(c)), 0) for c in seg["call"]]
+            used = seg["input_total"].astype("Float64").fillna(0).to_numpy(dtype=float) + \
+                np.nan_to_num(np.asarray(outs, dtype=float))
+            rows.append({"session": session, "real_call": int(f["call"].iloc[at]),
+                         "lower_tokens": int(used.max()) if len(used) else 0,
+                         "upper_tokens": pre[k] if k < len(pre) else pd.NA})
+    out = pd.DataFrame(rows, columns=["session", "real_call", "lower_tokens", "upper_tokens"])
+    out = out.astype({"session": "string", "real_call": "int64", "lower_tokens": "int64",
+                      "upper_tokens": "Int64"})
+    for side in ("lower", "upper"):
+        tokens = out[f"{side}_tokens"].astype("Float64")
+        out[f"{side}_ratio_window"] = tokens / window
+        out[f"{side}_ratio_available"] = tokens / (window - reserve_tokens)
+    return out
+
+
+__all__ = ["compaction_points_df", "fidelity_df", "fidelity_errors_df", "replay_rows",
+           "threshold_bounds_df"]
