@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import json
 
-import pandas as pd
 import pytest
 
 import ctxlab
-from ctxlab.engine import Budget, build_view, call_end_pos, run_stages
+from ctxlab.engine import Budget, build_view
 from ctxlab.errors import ConfigError
-from ctxlab.history import rewind
 from ctxlab.loaders.builder import SessionBuilder, assemble
 from ctxlab.loaders.records import RecordLog
 from ctxlab.stages import stage
 from ctxlab.stages.dedup import (PLACEHOLDER, Dedup, call_arguments, cat_path, file_reads,
                                  regex_read_path)
-from ctxlab.stages.grammar import grammar_counts
+from tests.stage_helpers import apply_checked, last_view
 from tests.conftest import DATASETS
 
 BUDGET = Budget(window_tokens=200_000, limit_tokens=20_000, target_tokens=10_000)
@@ -47,23 +45,12 @@ def _read(cid, path, body, *, name="Read", args=None, role="user", meta=None):
 
 
 def _view(t):
-    s = t.sessions[0]
-    k = int(t.calls["call"].max())
-    return build_view(t, s, call_end_pos(t, s, k), ctxlab.estimator("chars:4"), BUDGET, k)
+    return last_view(t, BUDGET)
 
 
 def _run(t, st_):
     view = _view(t)
-    end = call_end_pos(t, view.session, int(view.call))
-    r = run_stages(t, view, [st_], end_pos=end, trigger="test", until_target=False)
-    assert r.transcript.validate(strict=False) == []
-    assert r.view.total_tokens <= view.total_tokens
-    assert grammar_counts(r.view.parts) == grammar_counts(view.parts)
-    if r.stages_used:
-        back = rewind(r.transcript, int(r.runs[0].event), session=view.session)
-        pd.testing.assert_frame_equal(back.frame, t.frame)
-        pd.testing.assert_frame_equal(back.events, t.events)
-    return view, r
+    return view, apply_checked(t, view, st_)
 
 
 def _hidden(r):

@@ -6,19 +6,17 @@ from __future__ import annotations
 import json
 import math
 
-import pandas as pd
 import pytest
 
 import ctxlab
-from ctxlab.engine import Budget, build_view, call_end_pos, run_stages
+from ctxlab.engine import Budget, build_view
 from ctxlab.errors import ConfigError
-from ctxlab.history import rewind
 from ctxlab.loaders.builder import SessionBuilder, assemble
 from ctxlab.loaders.records import RecordLog
 from ctxlab.stages import stage
 from ctxlab.stages.file_budget import FileBudget, file_action, file_token_budget
-from ctxlab.stages.grammar import grammar_counts
 from ctxlab.tokens.windows import output_reserve
+from tests.stage_helpers import apply_checked, last_view
 from tests.conftest import DATASETS
 
 
@@ -46,24 +44,13 @@ def _build(files=(), reads=(), bash=()):
 
 
 def _view(t, window=200_000):
-    s = t.sessions[0]
-    k = int(t.calls["call"].max())
-    budget = Budget(window_tokens=window, limit_tokens=window, target_tokens=window // 2)
-    return build_view(t, s, call_end_pos(t, s, k), ctxlab.estimator("chars:4"), budget, k)
+    return last_view(t, Budget(window_tokens=window, limit_tokens=window,
+                               target_tokens=window // 2))
 
 
 def _run(t, st_, window=200_000):
     view = _view(t, window)
-    end = call_end_pos(t, view.session, int(view.call))
-    r = run_stages(t, view, [st_], end_pos=end, trigger="test", until_target=False)
-    assert r.transcript.validate(strict=False) == []
-    assert r.view.total_tokens <= view.total_tokens
-    assert grammar_counts(r.view.parts) == grammar_counts(view.parts)
-    if r.stages_used:
-        back = rewind(r.transcript, int(r.runs[0].event), session=view.session)
-        pd.testing.assert_frame_equal(back.frame, t.frame)
-        pd.testing.assert_frame_equal(back.events, t.events)
-    return view, r
+    return view, apply_checked(t, view, st_)
 
 
 def _details(r):
