@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ctxlab.errors import ConfigError, CtxlabError, LoadError, SchemaError
 from ctxlab.loaders import Corpus, LoadOptions, discover, load, load_dir
+from ctxlab.fidelity import fidelity_df
 from ctxlab.layers import layers_df
 from ctxlab.metrics import needed_recall_df, retention_df
 from ctxlab.pipeline import CompactResult, Pipeline, compact
@@ -30,9 +31,9 @@ from ctxlab.tokens.windows import context_window, effective_limit, windows_df
 __version__ = "0.1.0"
 
 __all__ = ["Calibrated", "Calibration", "CompactResult", "ConfigError", "Corpus", "CtxlabError",
-           "Estimator", "LoadError", "LoadOptions", "LoadReport", "Pipeline", "Replay", "SchemaError",
-           "Transcript", "__version__", "calibrate", "compact", "compare_estimators_df",
-           "context_window", "discover", "effective_limit", "estimator", "estimator_errors_df",
-           "layers_df", "load", "load_dir", "needed_recall_df", "preset", "preset_names",
-           "replay", "reported_usage_df", "retention_df",
-           "stage", "usage_errors_df", "validate", "windows_df"]
+           "Estimator", "LoadError", "LoadOptions", "LoadReport", "Pipeline", "Replay",
+           "SchemaError", "Transcript", "__version__", "calibrate", "compact",
+           "compare_estimators_df", "context_window", "discover", "effective_limit",
+           "estimator", "estimator_errors_df", "fidelity_df", "layers_df", "load", "load_dir",
+           "needed_recall_df", "preset", "preset_names", "replay", "reported_usage_df",
+           "retention_df", "stage", "usage_errors_df", "validate", "windows_df"]

@@ -354,7 +354,8 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
             after = sums.layers(prompt_of.get(sums.max_turn))
             row.update(_after(after, after_total := sum(after.values())
                               + est.framing(sums.messages), limit))
-            row.update({"triggered": r.triggered, "stages_used": ",".join(r.stages_used),
+            row.update({"triggered": r.triggered, "compacted": bool(new_events),
+                        "stages_used": ",".join(r.stages_used),
                         "within_target": after_total <= r.target_tokens or not r.triggered,
                         "over_window": after_total > win,
                         "forced_final": p.on_over == "final" and after_total > limit,
@@ -419,7 +420,8 @@ def _row(session: str, c: Any, layers: dict[str, int], total: int, limit: int, w
     row.update({"limit_tokens": limit, "window_tokens": win})
     row.update(_after(layers, total, limit))
     target = int((p.target if p.target is not None else p.threshold) * limit)
-    row.update({"target_tokens": target, "triggered": False, "stages_used": "",
+    row.update({"target_tokens": target, "triggered": False, "compacted": False,
+                "stages_used": "",
                 "within_target": True, "over_window": total > win,
                 "forced_final": p.on_over == "final" and total > limit, "note": ""})
     if total > win:

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 import ctxlab
-from ctxlab.engine import Budget, build_view, call_end_pos
+from ctxlab.engine import Budget, build_view, call_end_pos, request_parts
 from ctxlab.layers import LAYERS
 from ctxlab.replay import replay
 from tests.conftest import DATASETS
@@ -109,3 +109,16 @@ def test_at_shows_the_compaction_of_a_call():
     assert (after["event"].notna()).any()
     with pytest.raises(KeyError):
         r.at(10_000)
+
+
+@pytest.mark.parametrize("name", ["coding_session.jsonl", "openai_sessions.jsonl"])
+def test_a_replay_that_never_triggers_reproduces_the_logs_own_requests(name):
+    log = ctxlab.load(DATASETS / name)
+    r = replay(log, "neurolink", window=50_000_000)
+    assert not r.calls["triggered"].any() and not r.calls["compacted"].any()
+    assert r.events.empty and r.ledger.empty
+    base = log.rewind_recorded()
+    for row in r.calls.itertuples():
+        _, after = r.at(row.call, session=row.session)
+        want = request_parts(base, row.session, call_end_pos(base, row.session, row.call))
+        pd.testing.assert_frame_equal(after.drop(columns=["tokens", "layer"]), want)
