@@ -6,6 +6,8 @@ import pandas as pd
 
 import ctxlab
 from ctxlab.engine import Budget, StagesResult, build_view, call_end_pos, run_stages
+from ctxlab.loaders.builder import SessionBuilder, assemble
+from ctxlab.loaders.records import RecordLog
 from ctxlab.stages.base import Stage, View
 from ctxlab.stages.grammar import grammar_counts
 
@@ -29,3 +31,22 @@ def apply_checked(t: ctxlab.Transcript, view: View, st: Stage) -> StagesResult:
         pd.testing.assert_frame_equal(back.frame, t.frame)
         pd.testing.assert_frame_equal(back.events, t.events)
     return r
+
+
+def build_transcript(messages: list, *, system: str | None = None) -> ctxlab.Transcript:
+    """A one-session transcript with one call at its end.
+
+    ``messages``: ``(role, [(kind, content, {extra part fields})...])``; a user message
+    that opens with text starts a turn.
+    """
+    log = RecordLog("mem.jsonl")
+    b = SessionBuilder("s", log)
+    if system is not None:
+        b.message("system")
+        b.part("text", system)
+    for role, parts in messages:
+        b.message(role, real_user=role == "user" and parts[0][0] == "text")
+        for kind, content, *extra in parts:
+            b.part(kind, content, **(extra[0] if extra else {}))
+    b.call(call_id="c")
+    return assemble([b], log, {"format": "test"})

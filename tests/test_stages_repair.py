@@ -14,27 +14,18 @@ import ctxlab
 from ctxlab.engine import Budget, build_view, call_end_pos, run_stages
 from ctxlab.errors import ConfigError
 from ctxlab.history import apply_edit, rewind
-from ctxlab.loaders.builder import SessionBuilder, assemble
-from ctxlab.loaders.records import RecordLog
 from ctxlab.stages import stage
 from ctxlab.stages.base import Edit
 from ctxlab.stages.grammar import check_grammar, grammar_counts
 from ctxlab.stages.repair import SYNTHETIC_RESULT, Repair, synthetic_call_text
 from ctxlab.stages.truncate import Truncate
 from tests.conftest import DATASETS
+from tests.stage_helpers import build_transcript
 
 BUDGET = Budget(window_tokens=200_000, limit_tokens=20_000, target_tokens=10_000)
 
 
-def _build(messages):
-    log = RecordLog("mem.jsonl")
-    b = SessionBuilder("s", log)
-    for role, parts in messages:
-        b.message(role, real_user=role == "user" and parts[0][0] == "text")
-        for kind, content, *extra in parts:
-            b.part(kind, content, **(extra[0] if extra else {}))
-    b.call(call_id="c")
-    return assemble([b], log, {"format": "test"})
+_build = build_transcript
 
 
 def _call(cid, name="Read"):

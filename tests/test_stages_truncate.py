@@ -10,30 +10,17 @@ import ctxlab
 from ctxlab.engine import Budget, build_view, call_end_pos, run_stages
 from ctxlab.errors import ConfigError
 from ctxlab.history import rewind
-from ctxlab.loaders.builder import SessionBuilder, assemble
-from ctxlab.loaders.records import RecordLog
 from ctxlab.stages import stage
 from ctxlab.stages.grammar import grammar_counts
 from ctxlab.stages.repair import Repair
 from ctxlab.stages.truncate import MARKER, Truncate, removal_count
 from tests.conftest import DATASETS
+from tests.stage_helpers import build_transcript
 
 BUDGET = Budget(window_tokens=200_000, limit_tokens=20_000, target_tokens=10_000)
 
 
-def _build(messages, *, system: str | None = None):
-    """A one-session transcript; ``messages``: (role, [(kind, content, {extra})...])."""
-    log = RecordLog("mem.jsonl")
-    b = SessionBuilder("s", log)
-    if system is not None:
-        b.message("system")
-        b.part("text", system)
-    for role, parts in messages:
-        b.message(role, real_user=role == "user" and parts[0][0] == "text")
-        for kind, content, *extra in parts:
-            b.part(kind, content, **(extra[0] if extra else {}))
-    b.call(call_id="c")
-    return assemble([b], log, {"format": "test"})
+_build = build_transcript
 
 
 def _chat(n: int, *, system: str | None = None, size: int = 400):

@@ -37,7 +37,7 @@ import pandas as pd
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
 from ctxlab.stages.base import Edit, Stage, View
-from ctxlab.stages.tool_output import optional_text, replacement
+from ctxlab.stages.tool_output import meta_dict, optional_text, replacement
 
 PLACEHOLDER = "[File - refer to latest read below]"
 DEDUP_THRESHOLD = 0.3  # seed 000
@@ -121,14 +121,8 @@ def _normal(path: str) -> str:
 
 
 def _is_error(meta: Any) -> bool:
-    text = optional_text(meta)
-    if not text or "is_error" not in text:
-        return False
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return False
-    return isinstance(value, dict) and value.get("is_error") is True
+    value = meta_dict(meta, "is_error")
+    return value is not None and value.get("is_error") is True
 
 
 def _read_of(row: Any, args: dict[str, Any] | None) -> tuple[str, Any] | None:

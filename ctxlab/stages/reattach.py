@@ -37,7 +37,6 @@ an earlier compaction. The model's limits:
 from __future__ import annotations
 
 import fnmatch
-import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -49,7 +48,7 @@ from ctxlab.stages import register
 from ctxlab.stages.base import Edit, NewPart, Stage, View
 from ctxlab.stages.dedup import file_reads
 from ctxlab.stages.summarize import Summarize
-from ctxlab.stages.tool_output import optional_text
+from ctxlab.stages.tool_output import meta_dict
 
 MAX_FILES = 5  # Claude Code: files restored after compaction
 MAX_TOKENS_PER_FILE = 5_000  # Claude Code: per restored file
@@ -275,14 +274,8 @@ def _unwrap(path: str, text: str) -> str:
 def _read_pos(meta: Any) -> float | None:
     """Where the read a re-attached file copies was, from the attachment's meta; None
     when the part is not a re-attached file with its content (a note, or another part)."""
-    text = optional_text(meta)
-    if not text or "reattached_from" not in text:
-        return None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        return None
-    if not isinstance(value, dict) or "reattached_from" not in value or value.get("reference"):
+    value = meta_dict(meta, "reattached_from")
+    if value is None or "reattached_from" not in value or value.get("reference"):
         return None
     pos = value.get("read_pos")
     return float(pos) if isinstance(pos, (int, float)) else None

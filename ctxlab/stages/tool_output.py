@@ -14,6 +14,8 @@ place this stage ever writes — and the notice gives its path.
 
 from __future__ import annotations
 
+import json
+
 import hashlib
 import re
 from collections.abc import Mapping
@@ -34,6 +36,18 @@ _LINE = re.compile(r"[^\n]*\n|[^\n]+\Z")
 def optional_text(value: Any) -> str | None:
     """A column value as text, or None when it is NA."""
     return value if isinstance(value, str) else None
+
+
+def meta_dict(meta: Any, key: str) -> dict[str, Any] | None:
+    """A part's ``meta`` JSON as a dict when it mentions ``key`` (cheap text test first)."""
+    text = optional_text(meta)
+    if not text or key not in text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def replacement(row: Any, content: str, *, meta: Mapping[str, Any] | None = None) -> NewPart:
