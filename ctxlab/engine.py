@@ -1,7 +1,7 @@
 """The one engine that applies stages: build a call's view, run stages, record events.
 
 `build_view` assembles what a stage sees for one call. `run_stages` runs an ordered
-list of stages on it — each edit becomes an event (`ctxlab.history.apply_edit`),
+list of stages on it — each edit becomes an event of a `ctxlab.history.SessionHistory`,
 only the changed parts are counted again (the estimator caches every text it has
 seen), grammar problems are counted before and after every stage, and it stops
 as soon as the request is under the target.
@@ -9,7 +9,6 @@ as soon as the request is under the target.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -17,7 +16,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from ctxlab.history import apply_edit
+from ctxlab.history import SessionHistory
 from ctxlab.layers import assign_layers
 from ctxlab.schema import Transcript
 from ctxlab.stages.base import Stage, View
@@ -45,7 +44,11 @@ class Budget:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StageRun:
-    """One stage application: its event and what it did."""
+    """One stage application: its event and what it did.
+
+    ``removed`` and ``added`` are the view rows (with ``tokens`` and ``layer``) the
+    stage hid and inserted; None when it made no event.
+    """
 
     stage: str
     event: int | None
@@ -58,6 +61,8 @@ class StageRun:
     summarizer_calls: int
     ms: float
     reason: str
+    removed: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+    added: pd.DataFrame | None = field(default=None, repr=False, compare=False)
 
     @property
     def tokens_saved(self) -> int:
@@ -87,10 +92,21 @@ def request_parts(t: Transcript, session: str, end_pos: float) -> pd.DataFrame:
 def build_view(t: Transcript, session: str, end_pos: float, estimator: Estimator,
                budget: Budget, call: int | None = None) -> View:
     """The view of the request whose input ends at ``end_pos``."""
-    parts = request_parts(t, session, end_pos).copy()
-    parts["tokens"] = estimator.count_parts(parts) if len(parts) else np.zeros(0, np.int64)
+    return make_view(request_parts(t, session, end_pos), estimator, budget, session, call)
+
+
+def make_view(parts: pd.DataFrame, estimator: Estimator, budget: Budget, session: str,
+              call: int | None = None, tokens: np.ndarray | None = None) -> View:
+    """A view of a request's parts (in position order), counted and layered.
+
+    ``tokens``: the parts' counts when the caller has them already.
+    """
+    parts = parts.reset_index(drop=True)
+    if tokens is None:
+        tokens = estimator.count_parts(parts) if len(parts) else np.zeros(0, np.int64)
+    parts["tokens"] = np.asarray(tokens, dtype=np.int64)
     parts["layer"] = assign_layers(parts)
-    return View(parts=parts.reset_index(drop=True), estimator=estimator,
+    return View(parts=parts, estimator=estimator,
                 window_tokens=budget.window_tokens, limit_tokens=budget.limit_tokens,
                 target_tokens=budget.target_tokens, overhead_tokens=budget.overhead_tokens,
                 session=session, call=call)
@@ -116,42 +132,71 @@ def run_stages(t: Transcript, view: View, stages: Sequence[Stage], *, end_pos: f
         trigger: recorded on each event (``"threshold"``, ``"always"``, ``"post"``...).
         until_target: stop once the request is at or under ``view.target_tokens``.
     """
-    budget = Budget(window_tokens=view.window_tokens, limit_tokens=view.limit_tokens,
-                    target_tokens=view.target_tokens, overhead_tokens=view.overhead_tokens)
+    history = SessionHistory(t, view.session)
+    view, runs = run_on(history, view, stages, end_pos=end_pos, trigger=trigger,
+                        until_target=until_target)
+    return StagesResult(transcript=history.transcript(), view=view, runs=tuple(runs))
+
+
+def run_on(history: SessionHistory, view: View, stages: Sequence[Stage], *, end_pos: float,
+           trigger: str | None, until_target: bool = True) -> tuple[View, list[StageRun]]:
+    """`run_stages` on a session history: the edits are recorded in it, nothing is copied.
+
+    The view is updated edit by edit (hidden parts leave, inserted parts are counted and
+    join, layers are assigned again), which gives the same view as rebuilding it from
+    the edited transcript.
+    """
     runs: list[StageRun] = []
+    grammar = sum(grammar_counts(view.parts).values())
     for st in stages:
         if until_target and runs and view.total_tokens <= view.target_tokens:
             break
         before = view.total_tokens
-        g_before = sum(grammar_counts(view.parts).values())
         t0 = time.perf_counter()
         edit = st.plan(view)
         if edit is None or edit.empty:
             runs.append(StageRun(stage=st.name, event=None, tokens_before=before,
                                  tokens_after=before, hidden=0, inserted=0,
-                                 grammar_before=g_before, grammar_after=g_before,
+                                 grammar_before=grammar, grammar_after=grammar,
                                  summarizer_calls=0, ms=1000 * (time.perf_counter() - t0),
                                  reason=edit.reason if edit is not None else "nothing to do"))
             continue
-        t, event = apply_edit(t, edit, session=view.session, end_pos=end_pos, trigger=trigger,
-                              pre_tokens=before, meta={"params": st.params()})
-        view = build_view(t, view.session, end_pos, view.estimator, budget, view.call)
+        event, inserted = history.apply(edit, end_pos=end_pos, trigger=trigger,
+                                        pre_tokens=before, meta={"params": st.params()})
+        view, removed, added = edit_view(view, edit.hide, inserted)
         after = view.total_tokens
-        t = _note_tokens_after(t, view.session, event, after)
+        history.note(event, tokens_after=int(after))
+        g_after = sum(grammar_counts(view.parts).values())
         runs.append(StageRun(stage=st.name, event=event, tokens_before=before,
                              tokens_after=after, hidden=len(edit.hide),
-                             inserted=len(edit.insert), grammar_before=g_before,
-                             grammar_after=sum(grammar_counts(view.parts).values()),
+                             inserted=len(edit.insert), grammar_before=grammar,
+                             grammar_after=g_after,
                              summarizer_calls=len(edit.summarizer_calls),
-                             ms=1000 * (time.perf_counter() - t0), reason=edit.reason))
-    return StagesResult(transcript=t, view=view, runs=tuple(runs))
+                             ms=1000 * (time.perf_counter() - t0), reason=edit.reason,
+                             removed=removed, added=added))
+        grammar = g_after
+    return view, runs
 
 
-def _note_tokens_after(t: Transcript, session: str, event: int, tokens: int) -> Transcript:
-    """Record the request's tokens after an event in its meta (JSON)."""
-    ev = t.events.copy()
-    row = (ev["session"] == session) & (ev["event"] == event)
-    meta = json.loads(ev.loc[row, "meta"].iloc[0] or "{}")
-    meta["tokens_after"] = int(tokens)
-    ev.loc[row, "meta"] = json.dumps(meta, default=str, sort_keys=True)
-    return replace(t, events=ev)
+def edited_view(view: View, hide: Sequence[int], inserted: pd.DataFrame) -> View:
+    """The view after an edit: hidden parts gone, inserted parts counted and placed."""
+    return edit_view(view, hide, inserted)[0]
+
+
+def edit_view(view: View, hide: Sequence[int],
+              inserted: pd.DataFrame) -> tuple[View, pd.DataFrame, pd.DataFrame]:
+    """`edited_view`, and the rows the edit removed and added (with tokens and layer)."""
+    p = view.parts
+    gone = np.isin(p["part"].to_numpy(dtype=np.int64), np.asarray(hide, dtype=np.int64))
+    removed = p.iloc[np.flatnonzero(gone)]
+    parts = p.iloc[np.flatnonzero(~gone)]
+    n_kept = len(parts)
+    if len(inserted):
+        new = inserted.assign(tokens=view.estimator.count_parts(inserted), layer="")
+        parts = pd.concat([parts, new], ignore_index=True)
+    pos = parts["pos"].to_numpy(dtype=np.float64)
+    order = np.argsort(pos, kind="stable")
+    parts = parts.iloc[order].reset_index(drop=True)
+    parts["layer"] = assign_layers(parts)
+    added = parts.iloc[np.flatnonzero(order >= n_kept)]
+    return replace(view, parts=parts), removed, added

@@ -13,7 +13,9 @@ functions put the two side by side:
 * `compaction_points_df`: per compaction, the real and the predicted call, the tokens
   before (recorded ``pre_tokens`` against the estimate) and right after;
 * `threshold_bounds_df`: what the log alone says about the agent's trigger: the
-  request sizes that went out without compaction and the ``pre_tokens`` that did not.
+  request sizes that went out without compaction and the ``pre_tokens`` that did not;
+* `claude_code_checks_df`: Claude Code's own check before every call, from the log's
+  reported usage, which places every recorded compaction of the real logs exactly.
 
 Example:
     >>> import ctxlab
@@ -33,7 +35,9 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.schema import Transcript
-from ctxlab.visibility import call_segments
+from ctxlab.tokens import Estimator
+from ctxlab.tokens import estimator as get_estimator
+from ctxlab.visibility import call_segments, call_sums
 
 REPLAY_COLUMNS = ("session", "call", "tokens_after", "triggered")
 FIDELITY_COLUMNS = ("session", "call", "segment", "input_total", "est_tokens_before",
@@ -118,8 +122,10 @@ def fidelity_errors_df(fidelity: pd.DataFrame) -> pd.DataFrame:
         fidelity: `fidelity_df`'s result.
 
     Returns:
-        ``session``, ``calls`` (with both numbers), ``mape_pct``, ``bias_pct``,
-        ``p95_abs_error_pct``, and ``aligned_calls`` / ``aligned_mape_pct``: the same over
+        ``session``, ``calls`` (with both numbers), ``mape_pct`` (the mean over those
+        calls of ``|error_pct|``), ``bias_pct``, ``p95_abs_error_pct``,
+        ``max_abs_error_pct`` (the worst single call), and ``aligned_calls`` /
+        ``aligned_mape_pct``: the same over
         the calls where the real log and the replay have compacted equally often, so a
         compaction predicted a few calls late does not count as estimation error.
     """
@@ -134,10 +140,11 @@ def fidelity_errors_df(fidelity: pd.DataFrame) -> pd.DataFrame:
         rows.append({"session": session, "calls": len(g), "mape_pct": g["abs_pct"].mean(),
                      "bias_pct": g["error_pct"].astype("float64").mean(),
                      "p95_abs_error_pct": g["abs_pct"].quantile(0.95),
+                     "max_abs_error_pct": g["abs_pct"].max(),
                      "aligned_calls": len(a),
                      "aligned_mape_pct": a["abs_pct"].mean() if len(a) else np.nan})
-    cols = ["session", "calls", "mape_pct", "bias_pct", "p95_abs_error_pct", "aligned_calls",
-            "aligned_mape_pct"]
+    cols = ["session", "calls", "mape_pct", "bias_pct", "p95_abs_error_pct",
+            "max_abs_error_pct", "aligned_calls", "aligned_mape_pct"]
     return pd.DataFrame(rows, columns=cols).astype({"calls": "int64", "aligned_calls": "int64"})
 
 
@@ -202,7 +209,9 @@ def threshold_bounds_df(transcript: Transcript, *, window: int = 200_000,
     reported ``pre_tokens``. So the threshold lies in ``(lower_tokens, upper_tokens]``:
     ``lower_tokens`` is the largest known part (input + output of a call) of a check that
     did not fire — the new messages' estimate comes on top, so the true bound is a little
-    higher — and ``upper_tokens`` is ``pre_tokens``.
+    higher — and ``upper_tokens`` is ``pre_tokens``. Claude Code 2.x logs record
+    ``output_tokens`` as streaming snapshots (often 1), so this bound is loose there;
+    `claude_code_checks_df` estimates the answers and gives a tighter one.
 
     Args:
         transcript: a log with reported usage and recorded compactions.
@@ -250,5 +259,74 @@ def threshold_bounds_df(transcript: Transcript, *, window: int = 200_000,
     return out
 
 
-__all__ = ["compaction_points_df", "fidelity_df", "fidelity_errors_df", "replay_rows",
-           "threshold_bounds_df"]
+def claude_code_checks_df(transcript: Transcript, estimator: str | Estimator, *,
+                          window: int = 200_000, reserve_tokens: int = 20_000,
+                          buffer_tokens: int = 13_000) -> pd.DataFrame:
+    """Claude Code's compaction check before every call, computed from the log alone.
+
+    Before each request Claude Code measures its context as the usage the API reported
+    for its last response (input and output) plus an estimate of the messages added
+    since, and compacts when that reaches ``window − reserve − buffer`` (2.x: the
+    reserve is ``min(max output, 20,000)``, the buffer 13,000; 167,000 of 200,000).
+    The logs' ``output_tokens`` are streaming snapshots (1 for an 8,000-character
+    ``Write``), so the answer is estimated with the rest::
+
+        checked(k) = input_total(k − 1) + est(request k) − est(request k − 1)
+
+    where ``est`` is the estimated uncompacted request (parts and framing). A logged
+    request is the uncompacted one only up to the session's first recorded compaction,
+    so the checks run up to the first call after it.
+
+    Args:
+        transcript: a log with reported usage (recorded compactions are rewound).
+        estimator: spec or instance for the new parts.
+        window, reserve_tokens, buffer_tokens: the threshold's terms.
+
+    Returns:
+        One row per checked call: ``session``, ``call``, ``input_total`` (reported),
+        ``checked_tokens``, ``threshold_tokens``, ``fires`` (``checked_tokens >=
+        threshold_tokens``), ``real_compaction`` (a recorded compaction came right
+        before the call) and ``pre_tokens`` (its recorded count; NA elsewhere).
+
+    Example:
+        >>> import ctxlab
+        >>> c = claude_code_checks_df(ctxlab.load("datasets/coding_session.jsonl"),
+        ...                           "chars:4")
+        >>> list(c.columns[:4])
+        ['session', 'call', 'input_total', 'checked_tokens']
+    """
+    est = get_estimator(estimator)
+    base = transcript.rewind_recorded()
+    sums = call_sums(base, {"content": est.count_parts(base.frame)})
+    framing = np.array([est.framing(int(m)) for m in sums["messages"]], dtype=np.float64)
+    calls = transcript.calls
+    df = pd.DataFrame({"session": calls["session"].astype("string").to_numpy(),
+                       "call": calls["call"].astype("int64").to_numpy(),
+                       "input_total": calls["input_total"].astype("Int64").to_numpy(),
+                       "_est": sums["content"].to_numpy(dtype=np.float64) + framing,
+                       "_end": calls["input_end_pos"].to_numpy(dtype=np.float64),
+                       "_seg": call_segments(transcript)})
+    df = df.sort_values(["session", "_end"], kind="stable").reset_index(drop=True)
+    g = df.groupby("session", sort=False)
+    prev_seg = g["_seg"].shift(1)
+    delta = df["_est"] - g["_est"].shift(1)
+    checked = df["input_total"].astype("Float64").groupby(df["session"]).shift(1) + delta
+    keep = (prev_seg == 0).to_numpy() & checked.notna().to_numpy()
+    threshold = window - reserve_tokens - buffer_tokens
+    rec = transcript.events[transcript.events["origin"] == "recorded"]
+    first_pre = rec.sort_values("pos", kind="stable").groupby("session")["pre_tokens"].first()
+    real = (df["_seg"] > prev_seg.fillna(0)).to_numpy()
+    out = pd.DataFrame({"session": df["session"], "call": df["call"],
+                        "input_total": df["input_total"],
+                        "checked_tokens": checked.round().astype("Int64"),
+                        "threshold_tokens": threshold, "real_compaction": real})[keep]
+    out["fires"] = (out["checked_tokens"] >= threshold).astype(bool)
+    pre = out["session"].map(first_pre.to_dict()).astype("Int64")
+    out["pre_tokens"] = pre.where(out["real_compaction"], pd.NA)
+    cols = ["session", "call", "input_total", "checked_tokens", "threshold_tokens", "fires",
+            "real_compaction", "pre_tokens"]
+    return out[cols].astype({"threshold_tokens": "int64"}).reset_index(drop=True)
+
+
+__all__ = ["claude_code_checks_df", "compaction_points_df", "fidelity_df",
+           "fidelity_errors_df", "replay_rows", "threshold_bounds_df"]

@@ -14,6 +14,7 @@ its ``getEffectiveHistory`` is `effective_history`.
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import replace
 from typing import Any
@@ -24,6 +25,7 @@ import pandas as pd
 from ctxlab.errors import ConfigError
 from ctxlab.schema import EVENT_COLUMNS, PART_COLUMNS, Transcript, coerce
 from ctxlab.stages.base import Edit, NewPart
+from ctxlab.visibility import part_spans
 
 CONDENSING_STAGES = frozenset({"summarize", "reattach"})
 TRUNCATING_STAGES = frozenset({"truncate", "keep_last", "trim_history", "monologue"})
@@ -45,30 +47,258 @@ def event_position(frame: pd.DataFrame, events: pd.DataFrame, end_pos: float) ->
     return lo + (end_pos - lo) / 2.0
 
 
-def _insert_positions(frame: pd.DataFrame, inserts: tuple[NewPart, ...]) -> list[float]:
-    """A position for every inserted part, next to its anchor, in the edit's order."""
-    pos = np.sort(frame["pos"].to_numpy(dtype=np.float64))
-    by_id = dict(zip(frame["part"].astype("int64"), frame["pos"].astype("float64")))
-    taken: list[float] = []
-    for new in inserts:
-        if new.anchor not in by_id:
-            raise ConfigError(f"edit anchors a new part on part {new.anchor}, which the session "
+class SessionHistory:
+    """One session's parts and events while stages edit it, written back once.
+
+    Applying an edit costs what the edit touches, not the session's length: hides and
+    inserts are recorded here, and the transcript is rebuilt only when asked for
+    (`transcript`). `apply_edit` is one edit on a fresh history; the engine and the
+    replay keep one history for many edits. It also tracks every part's visibility
+    span (``lo < input_end_pos <= hi``, as `ctxlab.visibility.part_spans`), so the
+    parts a call sees are found without rebuilding anything (`visible`).
+    """
+
+    def __init__(self, t: Transcript, session: str) -> None:
+        self.base = t
+        self.session = session
+        mask = (t.frame["session"] == session).to_numpy()
+        self.rows = np.flatnonzero(mask)
+        self.frame = t.frame.iloc[self.rows]
+        sevents = t.events[t.events["session"] == session]
+        self.lo, self.hi = part_spans(self.frame, sevents)
+        self.hi = self.hi.copy()
+        parts = self.frame["part"].to_numpy(dtype=np.int64)
+        self._row_of = dict(zip(parts.tolist(), range(len(parts))))
+        self._hidden = self.frame["hidden_by"].notna().to_numpy().copy()
+        self._pos = self.frame["pos"].to_numpy(dtype=np.float64)
+        self._msg = self.frame["msg"].to_numpy(dtype=np.int64)
+        self._turn = self.frame["turn"].to_numpy(dtype=np.int64, na_value=0)
+        self._sorted_pos = np.sort(self._pos)
+        self._event_pos = np.sort(sevents["pos"].to_numpy(dtype=np.float64))
+        self.next_event = int(sevents["event"].max()) + 1 if len(sevents) else 0
+        self._next_part = int(parts.max()) + 1 if len(parts) else 0
+        self._next_msg = int(self._msg.max()) + 1 if len(parts) else 0
+        self._hides: dict[int, int] = {}           # original row -> hiding event
+        self._new: dict[str, list[Any]] = {c.name: [] for c in PART_COLUMNS}
+        self._new_row_of: dict[int, int] = {}      # inserted part -> row of self._new
+        self.new_lo: list[float] = []
+        self.new_hi: list[float] = []
+        self._new_pos_sorted: list[float] = []
+        self._new_event_pos: list[float] = []
+        self._events: list[dict[str, Any]] = []
+        self.hidden_parts: dict[int, list[int]] = {}    # event -> parts it hid
+        self.inserted_parts: dict[int, list[int]] = {}  # event -> parts it inserted
+        self._meta: list[dict[str, Any]] = []
+        self._new_all: pd.DataFrame | None = None   # inserted rows, hidden_by may be stale
+        self._new_hidden_stale = False
+        self._transcript: Transcript | None = t
+
+    # ---- positions ---------------------------------------------------------------------
+    def _below(self, x: float) -> float:
+        """The largest part position below ``x`` (-inf when none)."""
+        i = int(np.searchsorted(self._sorted_pos, x, side="left"))
+        best = float(self._sorted_pos[i - 1]) if i else -np.inf
+        j = bisect.bisect_left(self._new_pos_sorted, x)
+        return max(best, self._new_pos_sorted[j - 1]) if j else best
+
+    def _above(self, x: float) -> float:
+        """The smallest part position above ``x`` (inf when none)."""
+        i = int(np.searchsorted(self._sorted_pos, x, side="right"))
+        best = float(self._sorted_pos[i]) if i < len(self._sorted_pos) else np.inf
+        j = bisect.bisect_right(self._new_pos_sorted, x)
+        return min(best, self._new_pos_sorted[j]) if j < len(self._new_pos_sorted) else best
+
+    def event_position(self, end_pos: float) -> float:
+        """Where an event applied just before ``end_pos`` sits (see `event_position`)."""
+        below = [self._below(end_pos)]
+        i = int(np.searchsorted(self._event_pos, end_pos, side="left"))
+        if i:
+            below.append(float(self._event_pos[i - 1]))
+        below += [p for p in self._new_event_pos if p < end_pos]
+        finite = [b for b in below if np.isfinite(b)]
+        lo = max(finite) if finite else end_pos - 1.0
+        return lo + (end_pos - lo) / 2.0
+
+    def _anchor(self, part: int) -> tuple[float, int, int]:
+        """Position, message and turn of a part of the session (hidden or not)."""
+        row = self._row_of.get(part)
+        if row is not None:
+            return float(self._pos[row]), int(self._msg[row]), int(self._turn[row])
+        new = self._new_row_of.get(part)
+        if new is None:
+            raise ConfigError(f"edit anchors a new part on part {part}, which the session "
                               f"does not have")
-        a = by_id[new.anchor]
-        i = int(np.searchsorted(pos, a, side="right"))
-        if new.side == "after":
-            hi = float(pos[i]) if i < len(pos) else a + 1.0
-            lo = max([a] + [p for p in taken if a < p < hi])
+        return (float(self._new["pos"][new]), int(self._new["msg"][new]),
+                int(self._new["turn"][new]))
+
+    def _insert_positions(self, inserts: tuple[NewPart, ...]) -> list[float]:
+        """A position for every inserted part, next to its anchor, in the edit's order."""
+        taken: list[float] = []
+        for new in inserts:
+            a = self._anchor(new.anchor)[0]
+            if new.side == "after":
+                hi = self._above(a)
+                hi = hi if np.isfinite(hi) else a + 1.0
+                lo = max([a] + [p for p in taken if a < p < hi])
+            else:
+                prev = self._below(a)
+                prev = prev if np.isfinite(prev) else a - 1.0
+                lo = max([prev] + [p for p in taken if prev < p < a])
+                hi = a
+            p = lo + (hi - lo) / 2.0
+            if not lo < p < hi:
+                raise ConfigError(f"no room to place a part next to part {new.anchor} "
+                                  f"(positions {lo!r}, {hi!r})")
+            taken.append(p)
+        return taken
+
+    # ---- edits -------------------------------------------------------------------------
+    def apply(self, edit: Edit, *, end_pos: float, trigger: str | None = None,
+              pre_tokens: int | None = None,
+              meta: dict[str, Any] | None = None) -> tuple[int, pd.DataFrame]:
+        """Record an edit as a new event; returns its id and the rows it inserted."""
+        hide = sorted(set(int(h) for h in edit.hide))
+        missing = [h for h in hide if h not in self._row_of and h not in self._new_row_of]
+        if missing:
+            raise ConfigError(f"{edit.stage}: edit hides parts {missing[:5]} that session "
+                              f"{self.session!r} does not have")
+        orig = [self._row_of[h] for h in hide if h in self._row_of]
+        new = [self._new_row_of[h] for h in hide if h in self._new_row_of]
+        if any(self._hidden[r] for r in orig) or any(self._new["hidden_by"][r] is not None
+                                                     for r in new):
+            raise ConfigError(f"{edit.stage}: edit hides parts that are already hidden")
+        positions = self._insert_positions(edit.insert)
+        event_id = self.next_event
+        pos = self.event_position(end_pos)
+        for r in orig:
+            self._hidden[r] = True
+            self._hides[r] = event_id
+            self.hi[r] = pos
+        for r in new:
+            self._new["hidden_by"][r] = event_id
+            self.new_hi[r] = pos
+        first = len(self.new_lo)
+        self.hidden_parts[event_id] = hide
+        self.inserted_parts[event_id] = list(range(self._next_part,
+                                                   self._next_part + len(edit.insert)))
+        for i, (part, p) in enumerate(zip(edit.insert, positions)):
+            self._add_row(part, p, edit.stage, event_id, i)
+            self.new_lo.append(max(p, pos))
+            self.new_hi.append(np.inf)
+            bisect.insort(self._new_pos_sorted, p)
+        record = {"stage_details": dict(edit.details), "hidden": len(hide),
+                  "inserted": len(edit.insert), **(meta or {})}
+        if edit.summarizer_calls:
+            record["summarizer_calls"] = list(edit.summarizer_calls)
+        self._events.append({"session": self.session, "event": event_id,
+                             "origin": edit.stage, "trigger": trigger,
+                             "pre_tokens": pre_tokens, "pos": pos, "reason": edit.reason,
+                             "source": None})
+        self._meta.append(record)
+        self._new_event_pos.append(pos)
+        self.next_event += 1
+        self._transcript = None
+        chunk = coerce({k: v[first:] for k, v in self._new.items()}, PART_COLUMNS)
+        if len(chunk):
+            self._new_all = chunk if self._new_all is None else \
+                pd.concat([self._new_all, chunk], ignore_index=True)
+        self._new_hidden_stale = self._new_hidden_stale or bool(new)
+        return event_id, chunk
+
+    def _add_row(self, new: NewPart, pos: float, stage: str, event_id: int, i: int) -> None:
+        _, anchor_msg, turn = self._anchor(new.anchor)
+        if new.join_message:
+            msg = anchor_msg
         else:
-            prev = float(pos[i - 2]) if i >= 2 else a - 1.0
-            lo = max([prev] + [p for p in taken if prev < p < a])
-            hi = a
-        p = lo + (hi - lo) / 2.0
-        if not lo < p < hi:
-            raise ConfigError(f"no room to place a part next to part {new.anchor} "
-                              f"(positions {lo!r}, {hi!r})")
-        taken.append(p)
-    return taken
+            msg, self._next_msg = self._next_msg, self._next_msg + 1
+        part = self._next_part
+        self._next_part += 1
+        values = {"session": self.session, "part": part, "pos": pos, "msg": msg,
+                  "turn": turn, "role": new.role, "kind": new.kind, "content": new.content,
+                  "tool_name": new.tool_name, "tool_call_id": new.tool_call_id,
+                  "file_path": new.file_path, "event": event_id,
+                  "source": f"event {event_id} ({stage})",
+                  "meta": json.dumps(dict(new.meta), default=str, sort_keys=True)
+                  if new.meta else None}
+        self._new_row_of[part] = len(self._new["part"])
+        for k, col in self._new.items():
+            col.append(values.get(k))
+
+    def note(self, event: int, **values: Any) -> None:
+        """Add values to the meta JSON of an event this history made."""
+        self._meta[event - (self.next_event - len(self._events))].update(values)
+        self._transcript = None
+
+    # ---- reading -----------------------------------------------------------------------
+    def new_frame(self) -> pd.DataFrame:
+        """Every part inserted so far (with ``hidden_by`` as it stands)."""
+        if self._new_all is None:
+            return coerce(self._new, PART_COLUMNS)
+        if self._new_hidden_stale:
+            self._new_all["hidden_by"] = pd.array(self._new["hidden_by"], dtype="Int64")
+            self._new_hidden_stale = False
+        return self._new_all
+
+    def parts(self, part_ids: Any) -> pd.DataFrame:
+        """Rows of some parts of the session (original or inserted), in position order."""
+        ids = [int(p) for p in part_ids]
+        orig = [self._row_of[p] for p in ids if p in self._row_of]
+        new = [self._new_row_of[p] for p in ids if p in self._new_row_of]
+        frames = [self.frame.iloc[orig]] if orig else []
+        if new:
+            frames.append(self.new_frame().iloc[new])
+        if not frames:
+            return self.frame.iloc[:0]
+        out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        return by_position(out)
+
+    def visible(self, end_pos: float) -> pd.DataFrame:
+        """The parts a call whose input ends at ``end_pos`` sees, in position order."""
+        rows = np.flatnonzero((self.lo < end_pos) & (end_pos <= self.hi))
+        out = self.frame.iloc[rows]
+        if self.new_lo:
+            lo, hi = np.asarray(self.new_lo), np.asarray(self.new_hi)
+            new = np.flatnonzero((lo < end_pos) & (end_pos <= hi))
+            if len(new):
+                out = pd.concat([out, self.new_frame().iloc[new]], ignore_index=True)
+        return by_position(out)
+
+    @property
+    def events_made(self) -> int:
+        return len(self._events)
+
+    def transcript(self) -> Transcript:
+        """The transcript with every edit applied (built once per change)."""
+        if self._transcript is not None:
+            return self._transcript
+        t = self.base
+        frame = t.frame.copy()
+        if self._hides:
+            col = frame["hidden_by"].array.copy()
+            col[self.rows[list(self._hides)]] = list(self._hides.values())
+            frame["hidden_by"] = col
+        if self._new["part"]:
+            frame = pd.concat([frame, self.new_frame()], ignore_index=True)
+            # sessions keep their order in the file; rows are ordered by pos within each
+            rank = pd.Categorical(frame["session"], categories=pd.unique(t.frame["session"]))
+            order = np.lexsort((frame["pos"].to_numpy(), np.asarray(rank.codes)))
+            frame = frame.iloc[order].reset_index(drop=True)
+        events = t.events
+        if self._events:
+            cols = {k: [e[k] for e in self._events] for k in self._events[0]}
+            cols["meta"] = [json.dumps(m, default=str, sort_keys=True) for m in self._meta]
+            rows = coerce(cols, EVENT_COLUMNS)
+            events = pd.concat([t.events, rows], ignore_index=True) if len(t.events) else rows
+        self._transcript = replace(t, frame=frame, events=events)
+        return self._transcript
+
+
+def by_position(parts: pd.DataFrame) -> pd.DataFrame:
+    """Parts in position order (stable), with a fresh index."""
+    pos = parts["pos"].to_numpy(dtype=np.float64)
+    if len(pos) > 1 and not (pos[1:] >= pos[:-1]).all():
+        parts = parts.iloc[np.argsort(pos, kind="stable")]
+    return parts.reset_index(drop=True)
 
 
 def apply_edit(t: Transcript, edit: Edit, *, session: str, end_pos: float,
@@ -91,66 +321,10 @@ def apply_edit(t: Transcript, edit: Edit, *, session: str, end_pos: float,
     Raises:
         ConfigError: the edit hides a part that is not visible, or anchors on a missing part.
     """
-    frame = t.frame
-    in_session = (frame["session"] == session).to_numpy()
-    sframe = frame[in_session]
-    sevents = t.events[t.events["session"] == session]
-    event_id = int(sevents["event"].max()) + 1 if len(sevents) else 0
-    hide = np.asarray(sorted(set(edit.hide)), dtype=np.int64)
-    target = in_session & frame["part"].isin(hide).to_numpy()
-    if int(target.sum()) != len(hide):
-        missing = sorted(set(hide.tolist()) - set(frame.loc[target, "part"].astype(int)))
-        raise ConfigError(f"{edit.stage}: edit hides parts {missing[:5]} that session "
-                          f"{session!r} does not have")
-    if frame.loc[target, "hidden_by"].notna().any():
-        raise ConfigError(f"{edit.stage}: edit hides parts that are already hidden")
-    new_frame = frame.copy()
-    new_frame.loc[target, "hidden_by"] = event_id
-    if edit.insert:
-        new_frame = pd.concat([new_frame, _inserted_rows(sframe, edit, session, event_id)],
-                              ignore_index=True)
-        # sessions keep their order in the file; rows are ordered by pos within each
-        rank = pd.Series(pd.Categorical(new_frame["session"],
-                                        categories=pd.unique(frame["session"])).codes)
-        order = np.lexsort((new_frame["pos"].to_numpy(), rank.to_numpy()))
-        new_frame = new_frame.iloc[order].reset_index(drop=True)
-    pos = event_position(sframe, sevents, end_pos)
-    record = {"stage_details": dict(edit.details), "hidden": len(hide),
-              "inserted": len(edit.insert), **(meta or {})}
-    if edit.summarizer_calls:
-        record["summarizer_calls"] = list(edit.summarizer_calls)
-    row = coerce({"session": [session], "event": [event_id], "origin": [edit.stage],
-                  "trigger": [trigger], "pre_tokens": [pre_tokens], "pos": [pos],
-                  "reason": [edit.reason], "source": [None],
-                  "meta": [json.dumps(record, default=str, sort_keys=True)]}, EVENT_COLUMNS)
-    events = pd.concat([t.events, row], ignore_index=True) if len(t.events) else row
-    return replace(t, frame=new_frame, events=events), event_id
-
-
-def _inserted_rows(sframe: pd.DataFrame, edit: Edit, session: str,
-                   event_id: int) -> pd.DataFrame:
-    positions = _insert_positions(sframe, edit.insert)
-    by_id = sframe.set_index(sframe["part"].astype("int64"))
-    next_part = int(sframe["part"].max()) + 1 if len(sframe) else 0
-    next_msg = int(sframe["msg"].max()) + 1 if len(sframe) else 0
-    rows: dict[str, list[Any]] = {c.name: [] for c in PART_COLUMNS}
-    for i, (new, p) in enumerate(zip(edit.insert, positions)):
-        anchor = by_id.loc[new.anchor]
-        if new.join_message:
-            msg = int(anchor["msg"])
-        else:
-            msg, next_msg = next_msg, next_msg + 1
-        values = {"session": session, "part": next_part + i, "pos": p, "msg": msg,
-                  "turn": int(anchor["turn"]), "role": new.role, "kind": new.kind,
-                  "content": new.content, "tool_name": new.tool_name,
-                  "tool_call_id": new.tool_call_id, "file_path": new.file_path,
-                  "call": None, "ts": None, "hidden_by": None, "event": event_id,
-                  "source": f"event {event_id} ({edit.stage})",
-                  "meta": json.dumps(dict(new.meta), default=str, sort_keys=True)
-                  if new.meta else None}
-        for k in rows:
-            rows[k].append(values.get(k))
-    return coerce(rows, PART_COLUMNS)
+    h = SessionHistory(t, session)
+    event_id, _ = h.apply(edit, end_pos=end_pos, trigger=trigger, pre_tokens=pre_tokens,
+                          meta=meta)
+    return h.transcript(), event_id
 
 
 def rewind(t: Transcript, event: int | None = None, *, session: str | None = None) -> Transcript:

@@ -27,6 +27,8 @@ from typing import Literal, get_args
 import numpy as np
 import pandas as pd
 
+from ctxlab.stages.base import labels
+
 Layer = Literal["system", "tools", "carried", "current", "history", "prompt"]
 LAYERS: tuple[str, ...] = get_args(Layer)
 INJECTED_CONTEXT = r"\s*<(?:project_context|system-reminder|context|prior_context)[\s>]"
@@ -47,22 +49,25 @@ def assign_layers(parts: pd.DataFrame) -> np.ndarray:
     """
     if parts.empty:
         return np.array([], dtype=object)
-    role = parts["role"].to_numpy(dtype=object)
-    kind = parts["kind"].to_numpy(dtype=object)
+    role = labels(parts, "role")
+    kind = labels(parts, "kind")
     turn = parts["turn"].to_numpy(dtype=np.int64, na_value=0)
     msg = parts["msg"].to_numpy(dtype=np.int64)
     current = int(turn.max())
-    user_msgs = msg[(turn == current) & (role == "user") & (kind == "text")]
+    user_text = (role == "user") & (kind == "text")
+    user_msgs = msg[(turn == current) & user_text]
     prompt_msg = int(user_msgs.min()) if current > 0 and len(user_msgs) else -1
     in_current = turn == current if current > 0 else np.zeros(len(turn), dtype=bool)
-    layer = np.where(in_current, "current", "history").astype(object)
-    layer[(kind == "attachment") & ~in_current] = "carried"
-    layer[(msg == prompt_msg) & (kind != "attachment")] = "prompt"
-    layer[(role == "system") & ~np.isin(kind, ["summary", "marker"])] = "system"
+    layer = np.full(len(turn), "history", dtype=object)
+    layer[in_current] = "current"
+    attachment = kind == "attachment"
+    layer[attachment & ~in_current] = "carried"
+    layer[(msg == prompt_msg) & ~attachment] = "prompt"
+    layer[(role == "system") & (kind != "summary") & (kind != "marker")] = "system"
     if "content" in parts:
-        injected = parts["content"].str.match(INJECTED_CONTEXT).to_numpy(dtype=bool,
-                                                                         na_value=False)
-        layer[injected & (role == "user") & (kind == "text")] = "system"
+        rows = np.flatnonzero(user_text)
+        injected = parts["content"].iloc[rows].str.match(INJECTED_CONTEXT)
+        layer[rows[injected.to_numpy(dtype=bool, na_value=False)]] = "system"
     layer[kind == "tool_schema"] = "tools"
     return layer
 

@@ -16,8 +16,9 @@ from typing import Any, Literal
 
 import pandas as pd
 
-from ctxlab.engine import Budget, StageRun, build_view, call_end_pos, run_stages
+from ctxlab.engine import Budget, StageRun, call_end_pos, make_view, run_on
 from ctxlab.errors import ConfigError
+from ctxlab.history import SessionHistory
 from ctxlab.layers import LAYERS
 from ctxlab.schema import Transcript
 from ctxlab.stages import stage as make_stage
@@ -28,6 +29,7 @@ from ctxlab.tokens.windows import effective_limit, output_reserve, resolve_windo
 
 Limit = Literal["available", "effective", "window", "fixed"]
 OnOver = Literal["send", "final"]
+TriggerOn = Literal["estimated", "reported"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +53,10 @@ class Pipeline:
             legacy trigger sees only L2, L3 and L5.
         on_over: ``send`` (the request goes out over the limit) or ``final`` (seed 002:
             force a final turn instead).
+        trigger_on: what a replay's trigger measures: ``estimated`` (the estimator's count
+            of the request) or ``reported`` (Claude Code: the previous call's reported
+            input plus the estimate of what entered the request since, while the
+            replayed request is still the logged one; the estimate afterwards).
         estimator: spec used when `compact` is given none; ``{provider}`` is filled
             from the call's model.
         description: one line for listings.
@@ -67,6 +73,7 @@ class Pipeline:
     max_tokens: int | None = None
     trigger_layers: tuple[str, ...] | None = None
     on_over: OnOver = "send"
+    trigger_on: TriggerOn = "estimated"
     estimator: str = "chars:4"
     description: str = ""
 
@@ -77,6 +84,12 @@ class Pipeline:
             raise ConfigError(f"target must be a ratio in (0, 10], not {self.target!r}")
         if self.limit == "fixed" and not (self.limit_tokens and self.limit_tokens > 0):
             raise ConfigError("limit='fixed' needs limit_tokens > 0")
+        if self.trigger_on not in ("estimated", "reported"):
+            raise ConfigError(f"trigger_on must be 'estimated' or 'reported', not "
+                              f"{self.trigger_on!r}")
+        if self.trigger_on == "reported" and self.trigger_layers is not None:
+            raise ConfigError("trigger_on='reported' measures the whole request (reported "
+                              "usage has no layers); drop trigger_layers")
         bad = set(self.trigger_layers or ()) - set(LAYERS)
         if bad:
             raise ConfigError(f"unknown layers {sorted(bad)}; layers: {', '.join(LAYERS)}")
@@ -118,7 +131,8 @@ class CompactResult:
         forced_final: seed 002's guard forced a final turn (``on_over="final"``).
         grammar_before, grammar_after: message-grammar problems, by kind.
         runs: every stage application (events, tokens, timing).
-        transcript: the annotated transcript; ``transcript.rewind()`` undoes it.
+        history: the session's edits; `transcript` is the annotated transcript
+            (``transcript.rewind()`` undoes it).
         view: the request after compaction.
     """
 
@@ -140,8 +154,13 @@ class CompactResult:
     grammar_after: dict[str, int]
     runs: tuple[StageRun, ...] = field(default_factory=tuple)
     trigger_scope: str = "the whole request"
-    transcript: Transcript
+    history: SessionHistory
     view: View
+
+    @property
+    def transcript(self) -> Transcript:
+        """The annotated transcript (built from the session history on first use)."""
+        return self.history.transcript()
 
     @property
     def tokens_saved(self) -> int:
@@ -255,30 +274,48 @@ def compact(t: Transcript, pipeline: str | Pipeline, *, window: int | None = Non
     target = int((p.target if p.target is not None else p.threshold) * limit)
     budget = Budget(window_tokens=win, limit_tokens=limit, target_tokens=target,
                     overhead_tokens=int(overhead_tokens))
-    view = build_view(t, session, end, est, budget, call)
+    history = SessionHistory(t, session)
+    view = make_view(history.visible(end), est, budget, session, call)
+    return compact_view(history, view, p, end_pos=end, force=force)
+
+
+def compact_view(history: SessionHistory, view: View, p: Pipeline, *, end_pos: float,
+                 force: bool = False, checked: int | None = None) -> CompactResult:
+    """`compact` on a view already built, recording the edits in a session history.
+
+    The replay keeps one history per session and builds views from it; `compact` makes
+    a fresh one per call. ``checked``: what the trigger measures, when the caller knows
+    better than the view's estimate (``trigger_on="reported"``).
+    """
     before, g_before = view.total_tokens, grammar_counts(view.parts)
     runs: list[StageRun] = []
     if p.always:
-        r = run_stages(t, view, p.always, end_pos=end, trigger="always", until_target=False)
-        t, view, runs = r.transcript, r.view, runs + list(r.runs)
-    triggered = force or checked_tokens(view, p.trigger_layers) > p.threshold * limit
+        view, more = run_on(history, view, p.always, end_pos=end_pos, trigger="always",
+                            until_target=False)
+        runs += more
+    if checked is None:
+        checked = checked_tokens(view, p.trigger_layers)
+    else:
+        checked += view.total_tokens - before  # what always-stages saved
+    triggered = force or checked > p.threshold * view.limit_tokens
     if triggered and p.stages:
-        r = run_stages(t, view, p.stages, end_pos=end, trigger="threshold")
-        t, view, runs = r.transcript, r.view, runs + list(r.runs)
+        view, more = run_on(history, view, p.stages, end_pos=end_pos, trigger="threshold")
+        runs += more
     if any(run.event is not None for run in runs) and p.post:
-        r = run_stages(t, view, p.post, end_pos=end, trigger="post", until_target=False)
-        t, view, runs = r.transcript, r.view, runs + list(r.runs)
-    after = view.total_tokens
+        view, more = run_on(history, view, p.post, end_pos=end_pos, trigger="post",
+                            until_target=False)
+        runs += more
+    after, limit, target = view.total_tokens, view.limit_tokens, view.target_tokens
     return CompactResult(
-        pipeline=p.name, session=session, call=call,
+        pipeline=p.name, session=view.session, call=view.call if view.call is not None else -1,
         compacted=any(run.event is not None for run in runs), triggered=triggered,
         stages_used=tuple(run.stage for run in runs if run.event is not None),
         tokens_before=before, tokens_after=after, limit_tokens=limit, target_tokens=target,
-        window_tokens=win, within_target=after <= target or not triggered,
-        over_window=after > win, forced_final=p.on_over == "final" and after > limit,
+        window_tokens=view.window_tokens, within_target=after <= target or not triggered,
+        over_window=after > view.window_tokens,
+        forced_final=p.on_over == "final" and after > limit,
         grammar_before=g_before, grammar_after=grammar_counts(view.parts), runs=tuple(runs),
-        trigger_scope=trigger_scope(p),
-        transcript=t, view=view)
+        trigger_scope=trigger_scope(p), history=history, view=view)
 
 
 def compact_all(t: Transcript, pipeline: str | Pipeline, *, window: int | None = None,
@@ -322,4 +359,4 @@ def stages_from(specs: list[str | tuple[str, dict[str, Any]] | Stage]) -> tuple[
     return tuple(out)
 
 
-__all__ = ["CompactResult", "Pipeline", "compact", "compact_all", "stages_from"]
+__all__ = ["CompactResult", "Pipeline", "compact", "compact_all", "compact_view", "stages_from"]

@@ -27,9 +27,11 @@ preset                   behaviour
                          with a sliding window only if the window itself is exceeded.
 ``claude-code``          Claude Code's auto-compaction as the real logs show it: over 83.5%
                          of the window (167k of 200k), the whole conversation becomes one
-                         ~4k-token summary, then the 5 latest reads are re-attached (5k
-                         tokens each, 50k in all). o200k tokens; ``ctxlab.calibrate``
-                         fits Claude's tokens better (pass ``estimator=``).
+                         summary, then the 5 most recently modified files are re-attached
+                         (5k tokens each, 50k in all) and the plan. o200k tokens;
+                         ``ctxlab.calibrate`` fits Claude's tokens better (pass
+                         ``estimator=``). `claude_code` (log) uses a log's own summaries
+                         where it compacted.
 =======================  ===================================================================
 """
 
@@ -37,10 +39,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ctxlab.errors import ConfigError
 from ctxlab.pipeline import Pipeline, stages_from
+from ctxlab.stages.reattach import Reattach, claude_code_summarize
+
+if TYPE_CHECKING:
+    from ctxlab.loaders.corpus import Corpus
+    from ctxlab.schema import Transcript
 
 COPILOT_AUTO_COMPACT = 128_000  # seed 003: autoCompactThreshold default (tokens)
 NEURON_TRIGGER = 100_000  # seed 004: the examples' compaction threshold
@@ -118,14 +125,36 @@ def _observation_masking() -> Pipeline:
                     description="keep the 10 latest tool outputs; window as a last resort")
 
 
-def _claude_code() -> Pipeline:
-    # Claude Code compacts over window - min(max output, 20k) - 13k: 167k of 200k. The real
-    # logs bracket it: preTokens 167,094-170,251, and a request of 165,894 tokens plus new
-    # messages went out uncompacted (ctxlab.fidelity.threshold_bounds_df). 167k / 200k = 0.835.
-    return Pipeline(name="claude-code", stages=stages_from(["reattach"]),
-                    post=stages_from(["repair"]), threshold=0.835,
+def claude_code(log: Transcript | Corpus | None = None) -> Pipeline:
+    """Claude Code's auto-compaction (the ``claude-code`` preset), optionally for one log.
+
+    Claude Code compacts when its context passes ``window − min(max output, 20k) − 13k``:
+    167k of a 200k window, 0.835 of it. It measures the reported usage of its last call
+    plus an estimate of what came after; on the real logs that check, rebuilt by
+    `ctxlab.fidelity.claude_code_checks_df`, first passes 167k exactly at each recorded
+    compaction (preTokens 167,094–170,251; every earlier check at most 166,772).
+    Compaction is one summary, then the 5 most recently modified files (5k tokens each,
+    50k in all) and the plan (`ctxlab.stages.reattach`).
+
+    Args:
+        log: the log this pipeline will replay. Where it recorded a compaction, its own
+            summary stands in for the summarizer (`ctxlab.summarizers.recorded`), so the
+            request after a compaction at the same point is the real one as far as the
+            log knows it; elsewhere the ``structured`` summarizer writes it. None: always
+            ``structured``.
+
+    Example:
+        >>> claude_code().stages[0].summarize.summarizer
+        'structured'
+    """
+    summarize = claude_code_summarize()
+    if log is not None:
+        from ctxlab.summarizers.recorded import recorded_summarizer
+        summarize = claude_code_summarize(summarizer=recorded_summarizer(log).name)
+    return Pipeline(name="claude-code", stages=(Reattach(summarize=summarize),),
+                    post=stages_from(["repair"]), threshold=0.835, trigger_on="reported",
                     limit="window", estimator="tiktoken:o200k_base",
-                    description="Claude Code: one summary, then the 5 latest reads re-attached")
+                    description="Claude Code: one summary, then recent files and the plan")
 
 
 _PRESETS: dict[str, Preset] = {}
@@ -147,7 +176,7 @@ for _p in (Preset(name="neurolink", make=_neurolink, source="seed 000"),
            Preset(name="neuron", make=_neuron, source="seed 004"),
            Preset(name="observation-masking", make=_observation_masking,
                   source="observation masking (keep the last N tool outputs)"),
-           Preset(name="claude-code", make=_claude_code,
+           Preset(name="claude-code", make=claude_code,
                   source="Claude Code 2.1.39 auto-compaction, fitted on real logs")):
     register_preset(_p)
 

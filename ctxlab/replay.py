@@ -24,14 +24,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ctxlab.engine import request_parts
+from ctxlab.engine import Budget, StageRun, make_view, request_parts
+from ctxlab.history import SessionHistory
 from ctxlab.layers import INJECTED_CONTEXT, assign_layers
-from ctxlab.pipeline import (Pipeline, compact, pipeline_estimator, provider_for,
+from ctxlab.pipeline import (Pipeline, compact_view, pipeline_estimator, provider_for,
                              resolve_pipeline, trigger_scope)
 from ctxlab.tokens.windows import resolve_window
-from ctxlab.schema import Transcript
+from ctxlab.schema import TEXT, Transcript
 from ctxlab.tokens import Estimator, estimator as get_estimator
-from ctxlab.visibility import part_spans
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +42,7 @@ class Settings:
     window: int | None
     estimator: str | Estimator | None
     overhead_tokens: Mapping[str, int]
+    reported_until: Mapping[str, float] = field(default_factory=dict)
 
 
 def _categories(f: pd.DataFrame) -> np.ndarray:
@@ -243,6 +244,9 @@ def replay(t: Transcript, pipeline: str | Pipeline, *, window: int | None = None
     """
     p = resolve_pipeline(pipeline)
     base = t.rewind_recorded()
+    recorded = t.events[t.events["origin"] == "recorded"]
+    # up to its first recorded compaction, the uncompacted request is the logged one
+    reported_until = {str(k): float(v) for k, v in recorded.groupby("session")["pos"].min().items()}
     if overhead_tokens is None:
         from ctxlab.tokens.accuracy import session_overheads
         spec = estimator if estimator is not None else p.estimator.replace(
@@ -252,7 +256,7 @@ def replay(t: Transcript, pipeline: str | Pipeline, *, window: int | None = None
     if isinstance(overhead_tokens, int):
         overhead_tokens = {s: overhead_tokens for s in base.sessions}
     settings = Settings(pipeline=p, window=window, estimator=estimator,
-                        overhead_tokens=dict(overhead_tokens))
+                        overhead_tokens=dict(overhead_tokens), reported_until=reported_until)
     return _walk(base, base, settings, {}, None)
 
 
@@ -269,7 +273,10 @@ def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[st
         calls = calls[calls["call"] >= first]
         if calls.empty:
             continue
-        t = _walk_session(t, session, calls, settings, rows, events, ledger)
+        anchor = _Anchor(until=settings.reported_until.get(session, np.inf))
+        if previous is not None:
+            anchor.resume(previous, base, session, first)
+        t = _walk_session(t, session, calls, settings, rows, events, ledger, anchor)
     calls_df = pd.DataFrame(rows)
     events_df = pd.DataFrame(events)
     ledger_df = pd.concat(ledger, ignore_index=True) if ledger else _empty_ledger()
@@ -291,57 +298,104 @@ def _empty_ledger() -> pd.DataFrame:
                                  "kind", "tool_name", "file_path", "tokens", "reason"])
 
 
+class _Anchor:
+    """The previous call's reported input, for ``trigger_on="reported"``.
+
+    Valid while the replayed request is still the logged one: before the log's first
+    recorded compaction (``until``) and before the replay's first event.
+    """
+
+    def __init__(self, until: float) -> None:
+        self.until = until
+        self.prev: tuple[int, int] | None = None  # (reported input, estimated total)
+        self.replayed = False
+
+    def checked(self, total: int) -> int | None:
+        """The trigger's measure at this call, or None when the estimate applies."""
+        if self.replayed or self.prev is None:
+            return None
+        return self.prev[0] + (total - self.prev[1])
+
+    def passed(self, end: float, input_total: Any, total: int) -> None:
+        """Remember a call that went out as logged."""
+        known = input_total is not None and not pd.isna(input_total)
+        self.prev = (int(input_total), int(total)) if known and end < self.until else None
+
+    def resume(self, previous: Replay, base: Transcript, session: str, first: int) -> None:
+        """Pick up from the calls a rewound replay kept."""
+        ev = previous.events
+        self.replayed = bool(len(ev) and (ev["session"] == session).any())
+        c = previous.calls
+        kept = c[(c["session"] == session) & (c["call"] < first)]
+        if len(kept) and not self.replayed:
+            last = kept.iloc[-1]
+            bc = base.calls
+            end = float(bc.loc[(bc["session"] == session) & (bc["call"] == last["call"]),
+                               "input_end_pos"].iloc[0])
+            self.passed(end, last["input_total"], int(last["tokens_before"]))
+
+
 def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Settings,
                   rows: list[dict[str, Any]], events: list[dict[str, Any]],
-                  ledger: list[pd.DataFrame]) -> Transcript:
+                  ledger: list[pd.DataFrame], anchor: _Anchor) -> Transcript:
     p = settings.pipeline
     k0 = int(calls["call"].iloc[0])
     est = _estimator(settings, t, session, k0)
     overhead = int(settings.overhead_tokens.get(session, 0))
-    f = t.frame[t.frame["session"] == session]
-    lo, hi = part_spans(f, t.events[t.events["session"] == session])
-    tokens = est.count_parts(f)
-    cats = _categories(f)
-    turns = f["turn"].to_numpy(dtype=np.int64, na_value=0)
-    msgs = f["msg"].to_numpy(dtype=np.int64)
+    history = SessionHistory(t, session)
+    f = history.frame
+    lo, hi = history.lo.tolist(), history.hi.tolist()
+    tokens = est.count_parts(f).tolist()
+    cats = _categories(f).tolist()
+    turns = f["turn"].to_numpy(dtype=np.int64, na_value=0).tolist()
+    msgs = f["msg"].to_numpy(dtype=np.int64).tolist()
     prompt_of = _prompt_messages(f)
     sums = _Sums(overhead)
-    order = np.argsort(lo, kind="stable")
+    order = np.argsort(history.lo, kind="stable").tolist()
     exits: list[tuple[float, int]] = []
-    nxt = 0
-    for c in calls.itertuples():
-        k, end = int(c.call), float(c.input_end_pos)
-        while nxt < len(order) and lo[order[nxt]] < end:
-            i = int(order[nxt])
+    compactions: list[tuple[int, list[StageRun]]] = []
+    nxt, n = 0, len(order)
+    target_ratio = p.target if p.target is not None else p.threshold
+    inf = float("inf")
+    for c in zip(calls["call"].tolist(), calls["input_end_pos"].tolist(),
+                 calls["model"].tolist(), calls["input_total"].tolist()):
+        k, end = int(c[0]), float(c[1])
+        while nxt < n and lo[order[nxt]] < end:
+            i = order[nxt]
             nxt += 1
             if end <= hi[i]:
-                sums.add(cats[i], int(tokens[i]), int(turns[i]), int(msgs[i]), +1)
-                if np.isfinite(hi[i]):
-                    heapq.heappush(exits, (float(hi[i]), i))
+                sums.add(cats[i], tokens[i], turns[i], msgs[i], +1)
+                if hi[i] != inf:
+                    heapq.heappush(exits, (hi[i], i))
         while exits and exits[0][0] < end:
             _, i = heapq.heappop(exits)
-            sums.add(cats[i], int(tokens[i]), int(turns[i]), int(msgs[i]), -1)
-        win = settings.window if settings.window is not None else _window(c.model)
+            sums.add(cats[i], tokens[i], turns[i], msgs[i], -1)
+        win = settings.window if settings.window is not None else _window(c[2])
         limit = p.limit_for(win)
         layers = sums.layers(prompt_of.get(sums.max_turn))
         total = sum(layers.values()) + est.framing(sums.messages)
         checked = total if p.trigger_layers is None else sum(
             v for name, v in layers.items() if name in p.trigger_layers)
-        row = _row(session, c, layers, total, limit, win, p)
+        reported = anchor.checked(total) if p.trigger_on == "reported" else None
+        if reported is not None:
+            checked = reported
+        anchor.passed(end, c[3], total)
+        row = _row(session, k, c[2], c[3], layers, total, limit, win, p, target_ratio)
+        row["checked_tokens"] = int(checked)
         if p.always or checked > p.threshold * limit:
-            r = compact(t, p, window=win, session=session, call=k, estimator=est,
-                        overhead_tokens=overhead)
-            new_events = [run for run in r.runs if run.event is not None]
-            if new_events:
-                t = r.transcript
-                ids = {int(run.event) for run in new_events}
-                sf = t.frame[t.frame["session"] == session]
-                hidden = sf[sf["hidden_by"].isin(list(ids)).to_numpy(dtype=bool,
-                                                                      na_value=False)]
-                inserted = sf[sf["event"].isin(list(ids)).to_numpy(dtype=bool, na_value=False)]
-                _apply_to_sums(sums, hidden, inserted, est)
-                ledger.append(_ledger_rows(session, k, hidden, inserted, new_events, est))
-                for run in new_events:
+            budget = Budget(window_tokens=win, limit_tokens=limit,
+                            target_tokens=row["target_tokens"], overhead_tokens=overhead)
+            view = make_view(history.visible(end), est, budget, session, k)
+            r = compact_view(history, view, p, end_pos=end, checked=reported)
+            made = [run for run in r.runs if run.event is not None]
+            new_events = [int(run.event) for run in made]
+            if made:
+                anchor.replayed = True
+                _apply_to_sums(sums, made)
+                compactions.append((k, made))
+                for run in r.runs:
+                    if run.event is None:
+                        continue
                     events.append({"session": session, "event": int(run.event), "call": k,
                                    "stage": run.stage, "tokens_before": run.tokens_before,
                                    "tokens_after": run.tokens_after,
@@ -361,7 +415,9 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
                         "forced_final": p.on_over == "final" and after_total > limit,
                         "note": r.note})
         rows.append(row)
-    return t
+    if compactions:
+        ledger.append(_ledger_rows(session, compactions))
+    return history.transcript()
 
 
 def _window(model: Any) -> int:
@@ -381,48 +437,88 @@ def _prompt_messages(f: pd.DataFrame) -> dict[int, int]:
     return {int(k): int(v) for k, v in users.groupby("turn")["msg"].min().items()}
 
 
-def _apply_to_sums(sums: _Sums, hidden: pd.DataFrame, inserted: pd.DataFrame,
-                   est: Estimator) -> None:
-    for frame, sign in ((hidden, -1), (inserted, +1)):
-        if frame.empty:
-            continue
-        tok = est.count_parts(frame)
-        for cat, n, turn, msg in zip(_categories(frame), tok,
-                                     frame["turn"].to_numpy(dtype=np.int64, na_value=0),
-                                     frame["msg"].to_numpy(dtype=np.int64)):
-            sums.add(cat, int(n), int(turn), int(msg), sign)
+def _apply_to_sums(sums: _Sums, made: list[StageRun]) -> None:
+    """Take out of the sums what the runs hid and add what they inserted."""
+    for run in made:
+        for frame, sign in ((run.removed, -1), (run.added, +1)):
+            if frame is None or frame.empty:
+                continue
+            layer = frame["layer"].to_numpy(dtype=object)
+            kind = frame["kind"].to_numpy(dtype=object)
+            # the layer already says system and tools; the rest is attachment or other
+            cats = np.where(np.isin(layer, ["system", "tools"]), layer,
+                            np.where(kind == "attachment", "attach", "other"))
+            for cat, n, turn, msg in zip(cats.tolist(),
+                                         frame["tokens"].to_numpy(dtype=np.int64).tolist(),
+                                         frame["turn"].to_numpy(dtype=np.int64,
+                                                                na_value=0).tolist(),
+                                         frame["msg"].to_numpy(dtype=np.int64).tolist()):
+                sums.add(cat, n, turn, msg, sign)
 
 
-def _ledger_rows(session: str, call: int, hidden: pd.DataFrame, inserted: pd.DataFrame,
-                 runs: list[Any], est: Estimator) -> pd.DataFrame:
-    stage_of = {int(r.event): (r.stage, r.reason) for r in runs}
-    parts = []
-    for frame, action, col in ((hidden, "hidden", "hidden_by"), (inserted, "inserted", "event")):
-        if frame.empty:
-            continue
-        ev = frame[col].astype("int64").to_numpy()
-        parts.append(pd.DataFrame({
-            "session": session, "event": ev, "call": call,
-            "stage": [stage_of[e][0] for e in ev], "action": action,
-            "part": frame["part"].to_numpy(), "role": frame["role"].to_numpy(),
-            "kind": frame["kind"].to_numpy(), "tool_name": frame["tool_name"].to_numpy(),
-            "file_path": frame["file_path"].to_numpy(), "tokens": est.count_parts(frame),
-            "reason": [stage_of[e][1] for e in ev]}))
-    return pd.concat(parts, ignore_index=True) if parts else _empty_ledger()
+_LEDGER_TEXT = ("role", "kind", "tool_name", "file_path")
 
 
-def _row(session: str, c: Any, layers: dict[str, int], total: int, limit: int, win: int,
-         p: Pipeline) -> dict[str, Any]:
-    row: dict[str, Any] = {"session": session, "call": int(c.call), "model": c.model,
-                           "input_total": c.input_total, "tokens_before": int(total)}
-    row.update({f"{k}_before": int(v) for k, v in layers.items()})
-    row["usage_before"] = total / limit if limit else np.inf
-    row.update({"limit_tokens": limit, "window_tokens": win})
-    row.update(_after(layers, total, limit))
-    target = int((p.target if p.target is not None else p.threshold) * limit)
-    row.update({"target_tokens": target, "triggered": False, "compacted": False,
-                "stages_used": "",
-                "within_target": True, "over_window": total > win,
+def _ledger_rows(session: str, compactions: list[tuple[int, list[StageRun]]]) -> pd.DataFrame:
+    """One row per part each compaction hid or inserted: per compaction the hidden parts
+    in position order, then the inserted ones (a part inserted and hidden in the same
+    compaction is in both)."""
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in (
+        "order", "action", "pos", "event", "call", "stage", "reason", "part", "tokens",
+        *_LEDGER_TEXT)}
+    for i, (call, made) in enumerate(compactions):
+        for run in made:
+            for action, frame in ((0, run.removed), (1, run.added)):
+                if frame is None or frame.empty:
+                    continue
+                n = len(frame)
+                cols["order"].append(np.full(n, i))
+                cols["action"].append(np.full(n, action))
+                cols["pos"].append(frame["pos"].to_numpy(dtype=np.float64))
+                cols["event"].append(np.full(n, int(run.event)))
+                cols["call"].append(np.full(n, call))
+                cols["stage"].append(np.full(n, run.stage, dtype=object))
+                cols["reason"].append(np.full(n, run.reason, dtype=object))
+                cols["part"].append(frame["part"].to_numpy(dtype=np.int64))
+                cols["tokens"].append(frame["tokens"].to_numpy(dtype=np.int64))
+                for c in _LEDGER_TEXT:
+                    cols[c].append(frame[c].to_numpy(dtype=object))
+    if not cols["order"]:
+        return _empty_ledger()
+    flat = {k: np.concatenate(v) for k, v in cols.items()}
+    order = np.lexsort((flat["pos"], flat["action"], flat["order"]))
+    out = {k: v[order] for k, v in flat.items()}
+    n = len(order)
+    text = {k: pd.array(v, dtype=TEXT) for k, v in (
+        ("session", [session] * n), ("stage", out["stage"]),
+        ("action", np.where(out["action"] == 0, "hidden", "inserted").astype(object)),
+        ("role", out["role"]), ("kind", out["kind"]), ("tool_name", out["tool_name"]),
+        ("file_path", out["file_path"]), ("reason", out["reason"]))}
+    return pd.DataFrame({
+        "session": text["session"], "event": out["event"], "call": out["call"],
+        "stage": text["stage"], "action": text["action"], "part": out["part"],
+        "role": text["role"], "kind": text["kind"], "tool_name": text["tool_name"],
+        "file_path": text["file_path"], "tokens": out["tokens"], "reason": text["reason"]})
+
+
+_BEFORE = tuple(f"{k}_before" for k in ("system", "tools", "carried", "current", "history",
+                                          "prompt"))
+_AFTER = tuple(f"{k}_after" for k in ("system", "tools", "carried", "current", "history",
+                                        "prompt"))
+
+
+def _row(session: str, call: int, model: Any, input_total: Any, layers: dict[str, int],
+         total: int, limit: int, win: int, p: Pipeline, target_ratio: float) -> dict[str, Any]:
+    usage = total / limit if limit else np.inf
+    row: dict[str, Any] = {"session": session, "call": call, "model": model,
+                           "input_total": input_total, "tokens_before": total}
+    row.update(zip(_BEFORE, layers.values()))
+    row.update({"usage_before": usage, "limit_tokens": limit, "window_tokens": win})
+    row.update(zip(_AFTER, layers.values()))
+    row.update({"tokens_after": total, "usage_after": usage,
+                "target_tokens": int(target_ratio * limit), "triggered": False,
+                "compacted": False, "stages_used": "", "within_target": True,
+                "over_window": total > win,
                 "forced_final": p.on_over == "final" and total > limit, "note": ""})
     if total > win:
         row["note"] = (f"over the {win:,}-token window, but the trigger did not fire "
@@ -431,7 +527,7 @@ def _row(session: str, c: Any, layers: dict[str, int], total: int, limit: int, w
 
 
 def _after(layers: dict[str, int], total: int, limit: int) -> dict[str, Any]:
-    out: dict[str, Any] = {f"{k}_after": int(v) for k, v in layers.items()}
+    out: dict[str, Any] = dict(zip(_AFTER, layers.values()))
     out["tokens_after"] = int(total)
     out["usage_after"] = total / limit if limit else np.inf
     return out

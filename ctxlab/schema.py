@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Mapping, get_args
 
+import numpy as np
 import pandas as pd
 
 from ctxlab.errors import SchemaError
@@ -116,17 +117,33 @@ def coerce(data: Mapping[str, list[Any]] | pd.DataFrame,
 
     Missing optional columns are filled with NA.
     """
+    if isinstance(data, pd.DataFrame):
+        n = len(data)
+        out: dict[str, Any] = {}
+        for c in columns:
+            values = data[c.name] if c.name in data else [None] * n
+            if c.dtype.startswith("datetime64"):
+                out[c.name] = _timestamps(values, c.dtype)
+            elif c.dtype == "string":
+                out[c.name] = _strings(values)
+            else:
+                out[c.name] = pd.Series(values, dtype=c.dtype)
+        return pd.DataFrame(out)
     n = len(next(iter(data.values()))) if len(data) else 0
-    out: dict[str, pd.Series] = {}
+    # lists: build the arrays directly (a frame of a few inserted rows is built at every
+    # stage application, so pandas' per-Series overhead matters)
+    out = {}
     for c in columns:
         values = data[c.name] if c.name in data else [None] * n
         if c.dtype.startswith("datetime64"):
-            out[c.name] = _timestamps(values, c.dtype)
+            out[c.name] = _timestamps(values, c.dtype).array
         elif c.dtype == "string":
-            out[c.name] = _strings(values)
+            out[c.name] = _strings(values).array
+        elif c.dtype == "float64":
+            out[c.name] = np.asarray(values, dtype=np.float64)
         else:
-            out[c.name] = pd.Series(values, dtype=c.dtype)
-    return pd.DataFrame(out)
+            out[c.name] = pd.array(values, dtype=c.dtype)
+    return pd.DataFrame(out, index=pd.RangeIndex(n), copy=False)
 
 
 _TS_MIN = pd.Timestamp("1678-01-01", tz="UTC")
@@ -135,19 +152,55 @@ _TS_MAX = pd.Timestamp("2262-04-01", tz="UTC")
 
 def _timestamps(values: list[Any], dtype: str) -> pd.Series:
     """Parse ISO-8601 text; unparseable or out-of-range values become NaT, never an error."""
+    if all(v is None for v in values):
+        return pd.Series(pd.NaT, index=pd.RangeIndex(len(values)), dtype=dtype)
     ts = pd.to_datetime(pd.Series(values, dtype="object"), utc=True, format="ISO8601",
                         errors="coerce")
     return ts.where((ts >= _TS_MIN) & (ts < _TS_MAX)).astype(dtype)
 
 
+# Text columns hold Python strings: taking rows or reading a column back as objects is a
+# pointer copy, where Arrow-backed strings copy every byte (the engine takes the rows of a
+# request, and stages read its texts, at every compaction).
+TEXT = pd.StringDtype("python")
+
+
 def _strings(values: list[Any]) -> pd.Series:
     """A string column; lone UTF-16 surrogates (half an emoji) become U+FFFD."""
-    try:
-        return pd.Series(values, dtype="string")
-    except (UnicodeEncodeError, UnicodeError, ValueError, TypeError):
+    fixed = values
+    if _any_surrogate(values):
         fixed = [v.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-                 if isinstance(v, str) else v for v in values]
-        return pd.Series(fixed, dtype="string")
+                 if isinstance(v, str) and _has_surrogate(v) else v for v in values]
+    try:
+        return pd.Series(fixed, dtype=TEXT)
+    except (ValueError, TypeError):
+        return pd.Series([None if v is None or v is pd.NA or (isinstance(v, float) and v != v)
+                          else str(v) for v in fixed], dtype=TEXT)
+
+
+def text_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with every string column held as Python strings (`TEXT`), e.g. after
+    reading Arrow data, whose strings pandas keeps in Arrow."""
+    change = {c: TEXT for c in frame.columns
+              if isinstance(frame[c].dtype, pd.StringDtype) and frame[c].dtype != TEXT}
+    return frame.astype(change) if change else frame
+
+
+def _any_surrogate(values: list[Any]) -> bool:
+    """Whether any text holds a lone surrogate (one encode of them all)."""
+    try:
+        "".join(v for v in values if isinstance(v, str)).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def _dtype_ok(series: pd.Series, dtype: str) -> bool:

@@ -47,13 +47,13 @@ def test_incremental_layer_sums_equal_a_full_rebuild_at_every_call(replayed):
 
 def test_compaction_only_runs_when_triggered(monkeypatch):
     seen = []
-    real = replay_module.compact
+    real = replay_module.compact_view
 
-    def spy(*args, **kwargs):
-        seen.append(kwargs["call"])
-        return real(*args, **kwargs)
+    def spy(history, view, *args, **kwargs):
+        seen.append(view.call)
+        return real(history, view, *args, **kwargs)
 
-    monkeypatch.setattr(replay_module, "compact", spy)
+    monkeypatch.setattr(replay_module, "compact_view", spy)
     r = replay(ctxlab.load(DATASETS / "coding_session.jsonl"), "neurolink", window=200_000)
     assert seen == r.calls.loc[r.calls["triggered"], "call"].tolist()
     assert 0 < len(seen) < len(r.calls) / 10

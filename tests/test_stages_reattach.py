@@ -1,8 +1,9 @@
-"""The reattach stage: Claude Code's compaction — one summary, then the latest reads again."""
+"""The reattach stage: Claude Code's compaction — one summary, then recent files and the plan."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -14,12 +15,20 @@ from ctxlab.errors import ConfigError
 from ctxlab.history import rewind
 from ctxlab.loaders.builder import SessionBuilder, assemble
 from ctxlab.loaders.records import RecordLog
+from ctxlab.presets import claude_code
 from ctxlab.stages import stage
 from ctxlab.stages.base import View
+from ctxlab.stages.file_state import numbered
 from ctxlab.stages.grammar import check_grammar
-from ctxlab.stages.reattach import Reattach, attachment_text, claude_code_summarize, latest_reads
+from ctxlab.stages.reattach import (
+    Reattach,
+    attachment_text,
+    claude_code_summarize,
+    plan_text,
+)
 from ctxlab.summarizers import Summarizer, SummarizerError
 from ctxlab.tokens import estimator
+from tests.conftest import DATASETS
 
 CHARS = estimator("chars:4")
 BUDGET = Budget(window_tokens=200_000, limit_tokens=160_000, target_tokens=100_000)
@@ -96,10 +105,12 @@ FILES = [(f"/repo/src/mod{i}.py", 300 + 50 * i) for i in range(8)]
 # ---- defaults and parameters -------------------------------------------------------------
 def test_defaults_are_claude_codes():
     r = Reattach()
-    assert (r.max_files, r.max_tokens_per_file, r.max_tokens, r.oversize) == \
-        (5, 5_000, 50_000, "reference")
+    assert (r.max_files, r.max_tokens_per_file, r.max_tokens, r.oversize, r.order) == \
+        (5, 5_000, 50_000, "reference", "modified")
+    assert r.plans == ("*/.claude/plans/*",) and set(r.plans) <= set(r.exclude)
     s = r.summarize
     assert (s.keep_recent, s.role, s.budget_tokens, s.mode) == (0, "user", 4_000, "history")
+    assert s.prefix.startswith("This session is being continued from a previous conversation")
     assert stage("reattach") == r
     assert claude_code_summarize(budget_tokens=6_000).budget_tokens == 6_000
 
@@ -107,7 +118,8 @@ def test_defaults_are_claude_codes():
 @pytest.mark.parametrize("params, message", [
     ({"max_files": -1}, "max_files"), ({"max_tokens": 1.5}, "max_tokens"),
     ({"max_tokens_per_file": True}, "max_tokens_per_file"), ({"oversize": "cut"}, "oversize"),
-    ({"exclude": "CLAUDE.md"}, "exclude"), ({"summarize": "summarize"}, "Summarize stage")])
+    ({"exclude": "CLAUDE.md"}, "exclude"), ({"summarize": "summarize"}, "Summarize stage"),
+    ({"order": "newest"}, "order"), ({"plans": "plan.md"}, "plans")])
 def test_bad_parameters_are_config_errors(params, message):
     with pytest.raises(ConfigError, match=message):
         Reattach(**params)
@@ -127,9 +139,9 @@ def test_the_five_newest_files_follow_the_summary_newest_first():
     assert inserted["kind"].tolist() == ["summary"] + ["attachment"] * 5
     assert inserted["pos"].is_monotonic_increasing
     assert inserted["msg"].nunique() == 6 and (inserted["role"] == "user").all()
-    # the content is the latest read, with a header naming the file
+    # the content is the latest read, numbered as the Read tool does, under a header
     path, tokens = FILES[-1]
-    assert att["content"].iloc[0] == attachment_text(path, "v1 " + _body(path, tokens))
+    assert att["content"].iloc[0] == attachment_text(path, numbered("v1 " + _body(path, tokens)))
     details = json.loads(res.transcript.events["meta"].iloc[-1])["stage_details"]
     assert details["reattached"] == 5 and details["candidates"] == 8
     assert details["reattached_files"] == att["file_path"].tolist()
@@ -146,15 +158,7 @@ def test_the_latest_read_of_a_file_counts_and_sets_its_recency():
     _, res = _apply(_session(reads), Reattach(max_files=2))
     att = _attachments(res.view.parts)
     assert att["file_path"].tolist() == ["/repo/a.py", "/repo/c.py"]
-    assert att["content"].iloc[0].split("\n", 1)[1].startswith("v2 ")
-
-
-def test_latest_reads_ignores_errors_and_other_tools():
-    t = _session([("/repo/a.py", 100)], tail=2)
-    view, _ = _view(t)
-    got = latest_reads(view.parts)
-    assert got["path"].tolist() == ["/repo/a.py"]
-    assert latest_reads(view.parts.iloc[0:0]).empty
+    assert att["content"].iloc[0].split("\n", 1)[1].startswith("     1→v2 ")
 
 
 @pytest.mark.parametrize("oversize", ["reference", "truncate", "skip"])
@@ -176,18 +180,17 @@ def test_a_file_over_the_per_file_limit(oversize):
     else:
         assert meta["truncated"] is True
         assert 4_990 <= CHARS.count([big["content"]])[0] <= 5_000
-        assert big["content"] == attachment_text("/repo/big.py",
-                                                 "v1 " + _body("/repo/big.py", 7_000))[
-            :len(big["content"])]
+        assert big["content"] == attachment_text(
+            "/repo/big.py", numbered("v1 " + _body("/repo/big.py", 7_000)))[:len(big["content"])]
 
 
 def test_the_total_budget_leaves_out_what_does_not_fit_and_tries_the_next():
     reads = [("/repo/a.py", 300), ("/repo/b.py", 300), ("/repo/c.py", 3_000),
              ("/repo/d.py", 300)]
-    _, res = _apply(_session(reads, lead=1), Reattach(max_tokens=1_000))
+    _, res = _apply(_session(reads, lead=1), Reattach(max_tokens=1_200))
     att = _attachments(res.view.parts)
     assert att["file_path"].tolist() == ["/repo/d.py", "/repo/b.py", "/repo/a.py"]
-    assert CHARS.count(att["content"].tolist()).sum() <= 1_000
+    assert CHARS.count(att["content"].tolist()).sum() <= 1_200
 
 
 def test_excluded_paths_are_not_reattached():
@@ -211,6 +214,93 @@ def test_files_whose_latest_read_stays_visible_are_not_reattached():
     kept_read = res.view.parts[(res.view.parts["kind"] == "tool_result")
                                & res.view.parts["event"].isna()]
     assert inserted["pos"].max() < kept_read["pos"].min()
+
+
+# ---- written files, edits and the plan ----------------------------------------------------
+PLAN = "/home/u/.claude/plans/calm-river.md"
+
+
+def _work(steps: list[tuple], *, lead: int = 2) -> ctxlab.Transcript:
+    """``lead`` Bash steps with 2,000-token outputs, then one call per step: ``("read",
+    path, tokens)``, ``("write", path, text)`` or ``("edit", path, old, new)``."""
+    log = RecordLog("mem.jsonl")
+    b = SessionBuilder("s", log)
+    b.message("user", real_user=True)
+    b.part("text", "Implement the ledger export.")
+    for i in range(lead):
+        _bash(b, f"lead{i}", 2_000)
+    for i, step in enumerate(steps):
+        op, path = step[0], step[1]
+        if op == "read":
+            tool, args, result = "Read", {"file_path": path}, numbered(_body(path, step[2]))
+        elif op == "write":
+            tool, args, result = "Write", {"file_path": path, "content": step[2]}, "created"
+        else:
+            tool, args, result = "Edit", {"file_path": path, "old_string": step[2],
+                                          "new_string": step[3]}, "updated"
+        b.call()
+        b.message("assistant")
+        b.part("tool_call", f"{tool}({json.dumps(args)})", tool_name=tool,
+               tool_call_id=f"w{i}", file_path=path)
+        b.message("user")
+        b.part("tool_result", result, tool_name=tool, tool_call_id=f"w{i}", file_path=path)
+    b.call(call_id="final")
+    b.message("assistant")
+    b.part("text", "Done.")
+    return assemble([b], log, {"format": "test"})
+
+
+STEPS = [("read", "/repo/a.py", 200), ("write", "/repo/new.py", "x = 1\ny = 2\n"),
+         ("read", "/repo/b.py", 200), ("edit", "/repo/new.py", "y = 2", "y = 3"),
+         ("read", "/repo/c.py", 200)]
+
+
+def test_written_files_come_first_with_their_edits_applied():
+    _, res = _apply(_work(STEPS), Reattach())
+    att = _attachments(res.view.parts)
+    # new.py was modified last of all the files it wrote or edited; c.py, b.py, a.py were
+    # only read, newest read first
+    assert att["file_path"].tolist() == ["/repo/new.py", "/repo/c.py", "/repo/b.py",
+                                         "/repo/a.py"]
+    assert att["content"].iloc[0] == attachment_text("/repo/new.py", numbered("x = 1\ny = 3\n"))
+
+
+def test_order_read_ranks_files_by_their_latest_read_or_write():
+    _, res = _apply(_work(STEPS), Reattach(order="read"))
+    assert _attachments(res.view.parts)["file_path"].tolist() == [
+        "/repo/c.py", "/repo/new.py", "/repo/b.py", "/repo/a.py"]
+
+
+def test_the_plan_is_reattached_whole_and_not_as_a_file():
+    plan = "# Plan\n\n1. Export the ledger.\n2. Test it.\n"
+    steps = [("read", "/repo/a.py", 200), ("write", PLAN, plan),
+             ("edit", PLAN, "2. Test it.", "2. Test it, then ship.")]
+    _, res = _apply(_work(steps), Reattach())
+    att = _attachments(res.view.parts)
+    assert att["file_path"].tolist() == ["/repo/a.py", PLAN]
+    assert att["content"].iloc[1] == plan_text(PLAN, plan.replace("2. Test it.",
+                                                                  "2. Test it, then ship."))
+    details = json.loads(res.transcript.events["meta"].iloc[-1])["stage_details"]
+    assert details["plan"] is True and details["reattached_files"] == ["/repo/a.py"]
+    _, res = _apply(_work(steps), Reattach(plans=()))
+    assert _attachments(res.view.parts)["file_path"].tolist() == ["/repo/a.py"]
+
+
+def test_a_second_compaction_keeps_the_plan_and_the_written_files():
+    plan = "# Plan\n\n1. Export.\n"
+    steps = [("write", PLAN, plan), ("write", "/repo/new.py", "x = 1\n"),
+             ("read", "/repo/a.py", 200)]
+    t = _work(steps)
+    _, res = _apply(t, Reattach(), call=int(t.calls["call"].max()) - 1)
+    assert _attachments(res.view.parts)["file_path"].tolist() == ["/repo/new.py", PLAN]
+    t2 = res.transcript
+    _, res2 = _apply(t2, Reattach(summarize=claude_code_summarize(min_messages=1,
+                                                                  budget_tokens=100)))
+    att = _attachments(res2.view.parts)
+    # the first compaction's copies are what the agent knows now; a.py was read after it
+    assert att["file_path"].tolist() == ["/repo/new.py", "/repo/a.py", PLAN]
+    assert att["content"].iloc[0] == attachment_text("/repo/new.py", numbered("x = 1\n"))
+    assert att["content"].iloc[2] == plan_text(PLAN, plan)
 
 
 # ---- nothing without a summary -----------------------------------------------------------
@@ -270,8 +360,8 @@ def test_a_compaction_never_grows_the_request():
 
 
 def test_a_second_compaction_reattaches_from_the_first_ones_files():
-    t = _session(FILES[:4] + FILES[4:6], tail=1)
-    first_call = 4  # the request after the 4th read
+    t = _session(FILES[:4] + FILES[4:6], lead=1, tail=1)
+    first_call = 5  # the request after the 4th read
     _, res = _apply(t, Reattach(max_files=3), call=first_call)
     t1 = res.transcript
     first = _attachments(res.view.parts)["file_path"].tolist()
@@ -282,7 +372,7 @@ def test_a_second_compaction_reattaches_from_the_first_ones_files():
     # the first compaction's files (by when they were read), their text not wrapped twice
     assert att["file_path"].tolist() == [FILES[5][0], FILES[4][0], FILES[3][0], FILES[2][0]]
     path, tokens = FILES[3]
-    assert att["content"].iloc[2] == attachment_text(path, "v1 " + _body(path, tokens))
+    assert att["content"].iloc[2] == attachment_text(path, numbered("v1 " + _body(path, tokens)))
     assert res2.runs[0].tokens_after < res2.runs[0].tokens_before
     back = rewind(res2.transcript, res2.runs[0].event, session="s")
     pd.testing.assert_frame_equal(back.frame, t1.frame)
@@ -293,3 +383,11 @@ def test_the_claude_code_preset_uses_it():
     assert [s.name for s in p.stages] == ["reattach"] and [s.name for s in p.post] == ["repair"]
     assert (p.limit, p.threshold, p.estimator) == ("window", 0.835, "tiktoken:o200k_base")
     assert p.limit_for(200_000) * p.threshold == pytest.approx(167_000)
+    assert p.stages[0] == Reattach() and p == claude_code()
+    # for a log: its recorded summaries, through a registered summarizer of its own
+    t = ctxlab.load(DATASETS / "coding_session.jsonl")
+    q = claude_code(t)
+    name = q.stages[0].summarize.summarizer
+    assert name.startswith("recorded:") and summarizers.summarizer(name).points
+    assert claude_code(t).stages[0].summarize.summarizer == name
+    assert replace(q, stages=p.stages) == p

@@ -16,7 +16,7 @@ import pandas as pd
 from ctxlab.errors import LoadError
 from ctxlab.loaders.records import LoadOptions
 from ctxlab.loaders.registry import Loader, register
-from ctxlab.schema import LoadReport, Transcript
+from ctxlab.schema import LoadReport, Transcript, text_columns
 
 MAGIC = "PAR1"
 KEY = b"ctxlab"
@@ -73,10 +73,12 @@ def load(path: Path, options: LoadOptions) -> Transcript:
     if missing:
         raise LoadError("a Parquet file without ctxlab metadata; only files written by "
                         "`ctxlab convert` (or save_parquet) can be loaded", path=str(path))
-    t = Transcript(frame=table.to_pandas(), calls=_from_ipc(md[KEY + b".calls"]),
-                   events=_from_ipc(md[KEY + b".events"]),
+    t = Transcript(frame=text_columns(table.to_pandas()),
+                   calls=text_columns(_from_ipc(md[KEY + b".calls"])),
+                   events=text_columns(_from_ipc(md[KEY + b".events"])),
                    meta=json.loads(md[KEY + b".meta"]),
-                   load_report=LoadReport(records=_from_ipc(md[KEY + b".load_report"])))
+                   load_report=LoadReport(records=text_columns(
+                       _from_ipc(md[KEY + b".load_report"]))))
     t.validate(strict=True)
     return t
 

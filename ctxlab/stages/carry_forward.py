@@ -14,9 +14,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import numpy as np
+
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, NewPart, Stage, View
+from ctxlab.stages.base import (Edit, NewPart, Stage, View, is_na, labels, one_of, optional_text,
+                                part_rows)
 
 _MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S")
 _TAG_OPEN = re.compile(r"^\s*<([A-Za-z][\w.:-]*)(\s[^<>]*)?/?>")
@@ -107,26 +110,28 @@ class CarryForward(Stage):
 
     def plan(self, view: View) -> Edit | None:
         p = view.parts
-        in_layers = p["layer"].isin(list(self.layers)).to_numpy()
-        context = (p["kind"] == "attachment").to_numpy() | (
-            (p["layer"] == "system").to_numpy() & (p["kind"] == "text").to_numpy())
-        carried = p[in_layers & context]
-        if carried.empty:
+        layer, kind = labels(p, "layer"), labels(p, "kind")
+        context = (kind == "attachment") | ((layer == "system") & (kind == "text"))
+        rows = np.flatnonzero(one_of(layer, self.layers) & context)
+        if not len(rows):
             return None
-        text = carried["content"].fillna("")
-        carried = carried[(text.str.len() >= self.min_chars).to_numpy()
-                          & carried["event"].isna().to_numpy()
-                          & ~text.str.startswith("<prior_context").to_numpy(dtype=bool)]
-        if carried.empty:
+        text = p["content"].iloc[rows].fillna("")
+        carried = rows[(text.str.len() >= self.min_chars).to_numpy()
+                       & is_na(p, "event")[rows]
+                       & ~text.str.startswith("<prior_context").to_numpy(dtype=bool)]
+        if not len(carried):
             return Edit(stage=self.name, reason=f"every carried attachment is under "
                         f"{self.min_chars:,} chars or already compacted")
         hide: list[int] = []
         inserts: list[NewPart] = []
         saved = 0
-        for r in carried.itertuples():
-            path = r.file_path if isinstance(r.file_path, str) else None
-            block = structure_preview(str(r.content), self.section_chars, source=path)
-            gain = int(r.tokens) - view.estimate(block)
+        rows = part_rows(p, carried, ("part", "kind", "role", "content", "file_path",
+                                      "tool_name", "tokens"))
+        blocks = [structure_preview(str(r.content), self.section_chars, source=optional_text(
+            r.file_path)) for r in rows]
+        for r, block, tokens_after in zip(rows, blocks, view.estimate_all(blocks)):
+            path = optional_text(r.file_path)
+            gain = int(r.tokens) - tokens_after
             if gain <= 0:
                 continue
             saved += gain

@@ -15,15 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, NewPart, Stage, View
+from ctxlab.stages.base import Edit, NewPart, Stage, View, is_na, labels, optional_text, part_rows
 
 PLACEHOLDER = "[tool result cleared]"
-
-
-def _text_or_none(value: object) -> str | None:
-    return value if isinstance(value, str) else None
 
 
 @register
@@ -67,25 +65,26 @@ class ClearToolResults(Stage):
 
     def plan(self, view: View) -> Edit | None:
         p = view.parts
-        results = p[p["kind"] == "tool_result"]
+        results = np.flatnonzero(labels(p, "kind") == "tool_result")
         if len(results) <= self.keep:
             return None
-        older = results.iloc[:len(results) - self.keep]
-        older = older[older["event"].isna().to_numpy()]
+        older = results[:len(results) - self.keep]
+        tokens = p["tokens"].to_numpy()
         placeholder_tokens = view.estimate(self.placeholder)
-        older = older[(older["tokens"] > placeholder_tokens).to_numpy()]
-        if older.empty:
+        older = older[is_na(p, "event")[older] & (tokens[older] > placeholder_tokens)]
+        if not len(older):
             return Edit(stage=self.name, reason="every older tool result is already cleared "
                         "or no bigger than the placeholder")
         inserts = tuple(
             NewPart(content=self.placeholder, kind="tool_result", role=r.role,
-                    anchor=int(r.part), join_message=True,
-                    tool_name=_text_or_none(r.tool_name),
-                    tool_call_id=_text_or_none(r.tool_call_id),
-                    file_path=_text_or_none(r.file_path))
-            for r in older.itertuples())
-        saved = int(older["tokens"].sum()) - placeholder_tokens * len(older)
-        return Edit(stage=self.name, hide=tuple(int(i) for i in older["part"]), insert=inserts,
+                    anchor=r.part, join_message=True,
+                    tool_name=optional_text(r.tool_name),
+                    tool_call_id=optional_text(r.tool_call_id),
+                    file_path=optional_text(r.file_path))
+            for r in part_rows(p, older, ("part", "role", "tool_name", "tool_call_id",
+                                          "file_path")))
+        saved = int(tokens[older].sum()) - placeholder_tokens * len(older)
+        return Edit(stage=self.name, hide=tuple(r.anchor for r in inserts), insert=inserts,
                     reason=f"cleared {len(older)} tool results, kept the {self.keep} most "
                            f"recent",
                     details={"cleared": len(older), "kept": self.keep, "tokens_saved": saved})

@@ -25,6 +25,7 @@ Two ways to find reads:
 
 from __future__ import annotations
 
+import functools
 import json
 import posixpath
 import re
@@ -32,12 +33,14 @@ import shlex
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, Stage, View
-from ctxlab.stages.tool_output import meta_dict, optional_text, replacement
+from ctxlab.stages.base import (Edit, Stage, View, equals, is_na, labels, one_of, optional_text,
+                                part_rows, strings)
+from ctxlab.stages.tool_output import REPLACED_COLUMNS, meta_dict, replacement
 
 PLACEHOLDER = "[File - refer to latest read below]"
 DEDUP_THRESHOLD = 0.3  # seed 000
@@ -65,8 +68,18 @@ def regex_read_path(text: str) -> str | None:
         >>> regex_read_path("I read the docs"), regex_read_path("no file here")
         ('the', None)
     """
-    m = READ_PATTERN.search(text)
-    return m.group(1) if m else None
+    if not text.isascii():
+        m = READ_PATTERN.search(text)
+        return m.group(1) if m else None
+    low, at = text.lower(), 0       # an ASCII match starts at "read" or "cat", in any case:
+    while True:                     # try those places only, leftmost first
+        starts = [i for i in (low.find("read", at), low.find("cat", at)) if i >= 0]
+        if not starts:
+            return None
+        m = READ_PATTERN.match(text, min(starts))
+        if m:
+            return m.group(1)
+        at = min(starts) + 1
 
 
 def call_arguments(content: str, tool_name: str | None = None) -> dict[str, Any] | None:
@@ -120,18 +133,28 @@ def _normal(path: str) -> str:
     return posixpath.normpath(path) if path else path
 
 
-def _is_error(meta: Any) -> bool:
+@functools.lru_cache(maxsize=8192)
+def _is_error(meta: str | None) -> bool:
     value = meta_dict(meta, "is_error")
     return value is not None and value.get("is_error") is True
 
 
-def _read_of(row: Any, args: dict[str, Any] | None) -> tuple[str, Any] | None:
-    """(path, range) of a tool result that reads a file, else None.
+@functools.lru_cache(maxsize=8192)
+def _read(name: str, file_path: str | None, call: str | None,
+          call_tool: str | None) -> tuple[str, Any] | None:
+    """`_read_of` a result of tool ``name`` whose call has the content ``call`` (None: not in
+    the request). Cached: it depends on these texts only, and the requests a replay
+    compacts share most of their parts."""
+    return _read_of(name, file_path, None if call is None else call_arguments(call, call_tool))
+
+
+def _read_of(name: str, file_path: str | None,
+             args: dict[str, Any] | None) -> tuple[str, Any] | None:
+    """(path, range) of a tool result (of tool ``name``) that reads a file, else None.
 
     The range is None for a whole-file read, a tuple of the range arguments for a
     partial one, and `UNKNOWN` when the call's arguments are not in the request.
     """
-    name = optional_text(row.tool_name) or ""
     if name in SHELL_TOOLS:
         path = cat_path((args or {}).get("command", (args or {}).get("cmd")))
         return (_normal(path), None) if path else None
@@ -140,8 +163,7 @@ def _read_of(row: Any, args: dict[str, Any] | None) -> tuple[str, Any] | None:
             return None
         path, rng = args["path"], None
     elif name in READ_TOOLS or name.endswith(("__read_file", "__read_text_file")):
-        path = optional_text(row.file_path) or (args or {}).get("file_path") \
-            or (args or {}).get("path")
+        path = file_path or (args or {}).get("file_path") or (args or {}).get("path")
         if not isinstance(path, str) or not path:
             return None
         if args is None:
@@ -161,20 +183,39 @@ def file_reads(parts: pd.DataFrame) -> pd.DataFrame:
     Error results and parts inserted by earlier edits (placeholders, cut outputs) are
     left out: they are not reads of the file.
     """
-    calls = parts[parts["kind"] == "tool_call"]
-    args = {cid: call_arguments(c, optional_text(n))
-            for cid, c, n in zip(calls["tool_call_id"], calls["content"], calls["tool_name"])
-            if isinstance(cid, str)}
+    return pd.DataFrame(_file_reads(parts), columns=["part", "path", "range"])
+
+
+def _file_reads(parts: pd.DataFrame) -> list[tuple[int, str, Any]]:
+    """`file_reads` as ``(part, path, range)`` tuples."""
+    kind = labels(parts, "kind")
+    name = strings(parts, "tool_name")
+    results = np.flatnonzero((kind == "tool_result") & is_na(parts, "event"))
+    results = results[np.array([_read_tool(n) for n in name[results].tolist()], dtype=bool)]
+    if not len(results):
+        return []
+    cids = strings(parts, "tool_call_id")
+    calls = np.flatnonzero((kind == "tool_call") & one_of(cids, set(cids[results].tolist())))
+    call_of = {c.tool_call_id: c for c in part_rows(parts, calls, ("tool_call_id", "content",
+                                                                  "tool_name"))}
     rows: list[tuple[int, str, Any]] = []
-    results = parts[(parts["kind"] == "tool_result") & parts["event"].isna()]
-    for r in results.itertuples():
+    for r in part_rows(parts, results, ("part", "tool_name", "tool_call_id", "file_path",
+                                        "meta")):
         if _is_error(r.meta):
             continue
-        cid = optional_text(r.tool_call_id)
-        read = _read_of(r, args.get(cid) if cid else None)
+        call = call_of.get(r.tool_call_id) if r.tool_call_id else None
+        read = _read(r.tool_name, optional_text(r.file_path), None if call is None else
+                     call.content, None if call is None else optional_text(call.tool_name))
         if read is not None:
             rows.append((int(r.part), read[0], read[1]))
-    return pd.DataFrame(rows, columns=["part", "path", "range"])
+    return rows
+
+
+def _read_tool(name: str | None) -> bool:
+    """Whether a tool's results may be file reads (`_read_of` looks at no other tool)."""
+    return isinstance(name, str) and (name in SHELL_TOOLS or name in EDITOR_TOOLS
+                                      or name in READ_TOOLS
+                                      or name.endswith(("__read_file", "__read_text_file")))
 
 
 @register
@@ -209,46 +250,56 @@ class Dedup(Stage):
     def plan(self, view: View) -> Edit | None:
         p = view.parts
         reads = self._reads(p)
-        if reads.empty:
+        if not reads:
             return None
         stale = _superseded(reads, by_range=self.mode == "paths")
         if not stale:
             return None
-        rows = p[p["part"].isin(stale)]
-        considered = view.tokens_of(reads["part"])
-        saved = int(rows["tokens"].sum()) - view.estimate(self.placeholder) * len(rows)
-        files = int(reads.loc[reads["part"].isin(stale), "path"].nunique())
+        part = p["part"].to_numpy(dtype=np.int64)
+        rows = np.flatnonzero(np.isin(part, stale))
+        tokens = p["tokens"].to_numpy()
+        considered = int(tokens[np.isin(part, [r[0] for r in reads])].sum())
+        saved = int(tokens[rows].sum()) - view.estimate(self.placeholder) * len(rows)
+        replaced = set(stale)
+        files = len({path for read, path, _ in reads if read in replaced})
         if saved <= 0 or saved < self.threshold * considered:
             share = saved / considered if considered else 0.0
             return Edit(stage=self.name, reason=f"would save {saved:,} of {considered:,} "
                         f"file-read tokens ({share:.0%}), under the {self.threshold:.0%} "
                         f"threshold")
         inserts = tuple(replacement(r, self.placeholder, meta={"deduplicated": True})
-                        for r in rows.itertuples())
-        return Edit(stage=self.name, hide=tuple(int(i) for i in rows["part"]), insert=inserts,
+                        for r in part_rows(p, rows, REPLACED_COLUMNS))
+        return Edit(stage=self.name, hide=tuple(part[rows].tolist()), insert=inserts,
                     reason=f"replaced {len(rows)} earlier reads of {files} "
                            f"file{'' if files == 1 else 's'} with a pointer to the latest read",
                     details={"mode": self.mode, "files_deduped": files, "replaced": len(rows),
                              "tokens_saved": saved, "considered_tokens": considered})
 
-    def _reads(self, p: pd.DataFrame) -> pd.DataFrame:
-        """Candidate reads in position order: ``part``, ``path``, ``range``."""
+    def _reads(self, p: pd.DataFrame) -> list[tuple[int, str, Any]]:
+        """Candidate reads in position order: ``(part, path, range)``."""
         if p.empty:
-            return pd.DataFrame(columns=["part", "path", "range"])
+            return []
+        placeholder = equals(p, "content", self.placeholder)
         if self.mode == "paths":
-            reads = file_reads(p)
+            # through file_reads' frame, as before: with no partial read in the request its
+            # ``range`` column is inferred as text, and whole-file reads (None) come back NaN
+            frame = file_reads(p)
+            reads = list(zip(frame["part"].tolist(), frame["path"].tolist(),
+                             frame["range"].tolist()))
         else:
-            cand = p[p["layer"].isin(REGEX_LAYERS) & p["kind"].isin(REGEX_KINDS)
-                     & (p["content"] != self.placeholder)]
-            found = cand["content"].map(regex_read_path)
-            hit = found.notna()
-            reads = pd.DataFrame({"part": cand.loc[hit, "part"].astype("int64"),
-                                  "path": found[hit].astype(object), "range": None})
-        placeholder_parts = set(p.loc[p["content"] == self.placeholder, "part"].astype(int))
-        return reads[~reads["part"].isin(placeholder_parts)].reset_index(drop=True)
+            cand = np.flatnonzero(one_of(labels(p, "layer"), REGEX_LAYERS)
+                                  & one_of(labels(p, "kind"), REGEX_KINDS) & ~placeholder)
+            found = [regex_read_path(c) for c in labels(p, "content")[cand].tolist()]
+            reads = [(int(i), path, None) for i, path in
+                     zip(p["part"].to_numpy(dtype=np.int64)[cand].tolist(), found)
+                     if path is not None]
+        if not placeholder.any():
+            return reads
+        placeholders = set(p["part"].to_numpy(dtype=np.int64)[placeholder].tolist())
+        return [r for r in reads if r[0] not in placeholders]
 
 
-def _superseded(reads: pd.DataFrame, *, by_range: bool) -> list[int]:
+def _superseded(reads: list[tuple[int, str, Any]], *, by_range: bool) -> list[int]:
     """Part ids of reads a later read of the same file replaces.
 
     Without ``by_range`` any later read of the path does (the seed); with it, only a later
@@ -257,8 +308,7 @@ def _superseded(reads: pd.DataFrame, *, by_range: bool) -> list[int]:
     stale: list[int] = []
     latest_whole: set[str] = set()
     latest_range: set[tuple[str, Any]] = set()
-    for part, path, rng in zip(reversed(reads["part"].tolist()), reversed(reads["path"].tolist()),
-                               reversed(reads["range"].tolist())):
+    for part, path, rng in reversed(reads):
         if not by_range:
             if path in latest_whole:
                 stale.append(int(part))

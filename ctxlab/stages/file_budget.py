@@ -27,13 +27,14 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, NewPart, Stage, View
+from ctxlab.stages.base import Edit, NewPart, Stage, View, is_na, labels, optional_text, part_rows
 from ctxlab.stages.dedup import file_reads
-from ctxlab.stages.tool_output import optional_text, replacement, utf8_bytes
+from ctxlab.stages.tool_output import REPLACED_COLUMNS, replacement, utf8_bytes
 from ctxlab.tokens.windows import output_reserve
 
 FILE_READ_BUDGET_PERCENT = 0.6  # seed 000
@@ -130,21 +131,23 @@ class FileBudget(Stage):
                               f"{self.chars_per_token!r}")
 
     def plan(self, view: View) -> Edit | None:
-        files = self._files(view.parts)
-        if files.empty:
+        p = view.parts
+        files = self._files(p)
+        if not len(files):
             return None
-        file_tokens = int(files["tokens"].sum())
+        file_tokens = int(p["tokens"].to_numpy()[files].sum())
         current = view.total_tokens - file_tokens
         reserve = self.max_output_tokens if self.max_output_tokens is not None else (
             output_reserve(view.window_tokens) if view.window_tokens > 0 else 0)
         budget = file_token_budget(view.window_tokens, current, reserve, self.budget_percent)
-        chars = files["content"].str.len().to_numpy(dtype="int64").tolist()
-        actions = [file_action(len(utf8_bytes(c)), n, budget,
+        rows = part_rows(p, files, REPLACED_COLUMNS + ("content", "tokens"))
+        chars = p["content"].str.len().to_numpy(dtype="int64", na_value=0)[files].tolist()
+        actions = [file_action(len(utf8_bytes(r.content)), n, budget,
                                fast_path_bytes=self.fast_path_bytes,
                                preview_mode_bytes=self.preview_mode_bytes,
                                preview_chars=self.preview_chars,
                                chars_per_token=self.chars_per_token)
-                   for c, n in zip(files["content"], chars)]
+                   for r, n in zip(rows, chars)]
         keep = [n for _, n in actions]
         kinds = [a for a, _ in actions]
         estimates = [math.ceil(n / self.chars_per_token) for n in keep]
@@ -159,11 +162,12 @@ class FileBudget(Stage):
         inserts: list[NewPart] = []
         counts = {"preview": 0, "truncate": 0, "aggregate": 0, "drop": 0}
         saved = 0
-        for r, kind, n, original in zip(files.itertuples(), kinds, keep, chars):
-            if kind == "keep" or n >= original:
-                continue
-            content = self._content(r, kind, n, original, budget)
-            gain = int(r.tokens) - view.estimate(content)
+        cuts = [(r, kind, n, original, self._content(r, kind, n, original, budget))
+                for r, kind, n, original in zip(rows, kinds, keep, chars)
+                if kind != "keep" and n < original]
+        for (r, kind, n, original, content), tokens_after in zip(
+                cuts, view.estimate_all([c[-1] for c in cuts])):
+            gain = int(r.tokens) - tokens_after
             if gain <= 0:
                 continue
             hide.append(int(r.part))
@@ -183,14 +187,15 @@ class FileBudget(Stage):
                     reason=f"cut {len(hide)} of {len(files)} files to the file budget of "
                            f"{budget:,} tokens")
 
-    def _files(self, p: pd.DataFrame) -> pd.DataFrame:
-        """File parts in position order: original attachments and read-tool results."""
+    def _files(self, p: pd.DataFrame) -> np.ndarray:
+        """Row positions of the file parts, in order: original attachments and read-tool
+        results."""
         if p.empty:
-            return p
-        reads = set(file_reads(p)["part"].tolist())
-        original = p["event"].isna() & (p["role"] != "system")
-        attach = (p["kind"] == "attachment") & original
-        return p[attach | p["part"].isin(reads)]
+            return np.zeros(0, dtype=np.int64)
+        reads = file_reads(p)["part"].to_numpy(dtype=np.int64)
+        attach = (labels(p, "kind") == "attachment") & is_na(p, "event") \
+            & (labels(p, "role") != "system")
+        return np.flatnonzero(attach | np.isin(p["part"].to_numpy(dtype=np.int64), reads))
 
     def _content(self, r: Any, kind: str, keep: int, original: int, budget: int) -> str:
         text = str(r.content)

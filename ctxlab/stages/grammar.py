@@ -18,6 +18,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from ctxlab.stages.base import labels, strings
+
 Problem = Literal["orphan_result", "unanswered_call", "role_order"]
 
 
@@ -40,60 +42,65 @@ def check_grammar(parts: pd.DataFrame) -> list[GrammarProblem]:
         >>> [(p.problem, p.part) for p in check_grammar(parts)]
         [('unanswered_call', 1), ('orphan_result', 2)]
     """
-    problems: list[GrammarProblem] = []
-    kind = parts["kind"].to_numpy(dtype=object, na_value=None).tolist()
-    ids = parts["tool_call_id"].to_numpy(dtype=object, na_value=None).tolist()
-    part_ids = parts["part"].to_numpy(dtype=np.int64).tolist()
-    seen_calls: set[str] = set()
-    answered: set[str] = set()
-    for k, cid, pid in zip(kind, ids, part_ids):
-        if not isinstance(cid, str):
-            continue
-        if k == "tool_call":
-            seen_calls.add(cid)
-        elif k == "tool_result":
-            if cid in seen_calls:
-                answered.add(cid)
-            else:
-                problems.append(GrammarProblem(problem="orphan_result", part=pid,
-                                               detail=f"result of {cid} without its call"))
-    for k, cid, pid in zip(kind, ids, part_ids):
-        if k == "tool_call" and isinstance(cid, str) and cid not in answered:
-            problems.append(GrammarProblem(problem="unanswered_call", part=pid,
-                                           detail=f"call {cid} without a result"))
-    problems.extend(_role_order(parts))
-    rank = {pid: i for i, pid in enumerate(part_ids)}
-    return sorted(problems, key=lambda p: (rank[p.part], p.problem))
-
-
-def _role_order(parts: pd.DataFrame) -> list[GrammarProblem]:
-    out: list[GrammarProblem] = []
-    messages: dict[int, list[tuple[str, str, int]]] = {}
-    for msg, role, kind, pid in zip(parts["msg"].to_numpy(dtype=np.int64).tolist(),
-                                    parts["role"].to_numpy(dtype=object).tolist(),
-                                    parts["kind"].to_numpy(dtype=object).tolist(),
-                                    parts["part"].to_numpy(dtype=np.int64).tolist()):
-        messages.setdefault(msg, []).append((role, kind, pid))
-    prev_role: str | None = None
-    opened = False
-    for rows in messages.values():
-        role, _, first = rows[0]
-        if role == "system":
-            continue
-        if not opened and role != "user":
-            out.append(GrammarProblem(problem="role_order", part=first,
-                                      detail=f"conversation opens with {role}"))
-        opened = True
-        if all(k == "tool_result" for _, k, _ in rows) and prev_role is None:
-            out.append(GrammarProblem(problem="role_order", part=first,
-                                      detail="tool results before any call"))
-        prev_role = role
-    return out
+    orphans, unanswered, role_order = _problem_rows(parts)
+    if not (len(orphans) or len(unanswered) or role_order):
+        return []
+    part_ids = parts["part"].to_numpy(dtype=np.int64)
+    ids = strings(parts, "tool_call_id")
+    found = [(int(r), "orphan_result", f"result of {ids[r]} without its call")
+             for r in orphans.tolist()]
+    found += [(int(r), "unanswered_call", f"call {ids[r]} without a result")
+              for r in unanswered.tolist()]
+    found += role_order
+    found.sort(key=lambda f: (f[0], f[1]))
+    return [GrammarProblem(problem=problem, part=int(part_ids[row]), detail=detail)
+            for row, problem, detail in found]
 
 
 def grammar_counts(parts: pd.DataFrame) -> dict[str, int]:
     """How many problems of each kind a request has."""
-    counts = {"orphan_result": 0, "unanswered_call": 0, "role_order": 0}
-    for p in check_grammar(parts):
-        counts[p.problem] += 1
-    return counts
+    orphans, unanswered, role_order = _problem_rows(parts)
+    return {"orphan_result": len(orphans), "unanswered_call": len(unanswered),
+            "role_order": len(role_order)}
+
+
+def _problem_rows(parts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray,
+                                                list[tuple[int, Problem, str]]]:
+    """Rows of orphan results, rows of unanswered calls, and the role-order problems as
+    ``(row, problem, detail)``.
+
+    A result answers a call when a call with its id comes before it in the request; a
+    call is answered when some result answers its id.
+    """
+    kind = labels(parts, "kind")
+    codes, uniques = pd.factorize(parts["tool_call_id"].array)   # NA: -1
+    linked = codes >= 0
+    call_rows = np.flatnonzero(linked & (kind == "tool_call"))
+    result_rows = np.flatnonzero(linked & (kind == "tool_result"))
+    first_call = np.full(len(uniques), len(kind), dtype=np.int64)
+    called, at = np.unique(codes[call_rows], return_index=True)
+    first_call[called] = call_rows[at]
+    ok = first_call[codes[result_rows]] < result_rows
+    answered = np.zeros(len(uniques), dtype=bool)
+    answered[codes[result_rows[ok]]] = True
+    unanswered = call_rows[~answered[codes[call_rows]]]
+    return result_rows[~ok], unanswered, _role_order(parts, kind)
+
+
+def _role_order(parts: pd.DataFrame, kind: np.ndarray) -> list[tuple[int, Problem, str]]:
+    """The conversation's first non-system message (messages in order of first
+    appearance) must be a user message, and not one of tool results only."""
+    msg = parts["msg"].to_numpy(dtype=np.int64)
+    _, first = np.unique(msg, return_index=True)
+    first.sort()
+    role = labels(parts, "role")
+    opening = first[role[first] != "system"]
+    if not len(opening):
+        return []
+    row = int(opening[0])
+    out: list[tuple[int, Problem, str]] = []
+    if role[row] != "user":
+        out.append((row, "role_order", f"conversation opens with {role[row]}"))
+    if bool((kind[msg == msg[row]] == "tool_result").all()):
+        out.append((row, "role_order", "tool results before any call"))
+    return out

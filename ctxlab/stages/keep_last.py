@@ -17,9 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, Stage, View
+from ctxlab.stages.base import Edit, Stage, View, labels, one_of, strings
 
 Scope = Literal["all", "history"]
 
@@ -66,25 +68,31 @@ class KeepLast(Stage):
         p = view.parts
         if p.empty:
             return None
+        kind = labels(p, "kind")
         if self.scope == "all":
-            window = p[(p["role"] != "system") & (p["kind"] != "tool_schema")]
+            window = (labels(p, "role") != "system") & (kind != "tool_schema")
         else:
-            window = p[p["layer"] == "history"]
-        order = window["msg"].drop_duplicates().tolist()
+            window = labels(p, "layer") == "history"
+        msg = p["msg"].to_numpy(dtype=np.int64)
+        _, first = np.unique(msg[window], return_index=True)
+        order = msg[window][np.sort(first)]           # messages by first appearance
         if len(order) <= self.keep:
             return None
         dropped = order[:len(order) - self.keep]
-        hidden = window[window["msg"].isin(dropped)]
-        hide = tuple(int(i) for i in hidden["part"])
-        hidden_calls = set(hidden.loc[hidden["kind"] == "tool_call", "tool_call_id"].dropna())
-        orphans = int((~p["part"].isin(hide) & (p["kind"] == "tool_result")
-                       & p["tool_call_id"].isin(list(hidden_calls))).sum())
+        hidden = window & np.isin(msg, dropped)
+        part = p["part"].to_numpy(dtype=np.int64)
+        hide = tuple(part[hidden].tolist())
+        call_ids = strings(p, "tool_call_id")
+        hidden_calls = set(call_ids[hidden & (kind == "tool_call")].tolist()) - {None}
+        orphans = int(np.count_nonzero(~hidden & (kind == "tool_result")
+                                       & one_of(call_ids, hidden_calls)))
         where = "non-system" if self.scope == "all" else "history"
         return Edit(stage=self.name, hide=hide,
                     reason=f"kept the last {self.keep} {where} messages, dropped "
                            f"{len(dropped)} older ones",
                     details={"messages_dropped": len(dropped), "messages_kept": self.keep,
-                             "tokens_saved": view.tokens_of(hide), "orphaned_results": orphans})
+                             "tokens_saved": int(p["tokens"].to_numpy()[hidden].sum()),
+                             "orphaned_results": orphans})
 
 
 __all__ = ["KeepLast"]

@@ -31,11 +31,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, Stage, View
+from ctxlab.stages.base import Edit, Stage, View, labels, one_of
 
 KEPT_KINDS = frozenset({"summary", "marker"})
 
@@ -57,19 +58,40 @@ def final_answer(segment: pd.DataFrame) -> tuple[int, ...]:
     """
     if segment.empty:
         return ()
-    only_results = (segment["kind"] == "tool_result").groupby(segment["msg"], sort=False).all()
-    trailing: list[int] = []
-    for msg, results in reversed(list(only_results.items())):
-        if not results:
-            break
-        trailing.append(int(msg))
-    if trailing:
-        return tuple(int(i) for i in segment.loc[segment["msg"].isin(trailing), "part"])
-    assistant = segment[segment["role"] == "assistant"]
-    if assistant.empty:
-        return ()
-    last_msg = assistant[assistant["msg"] == assistant["msg"].iloc[-1]]
-    return tuple(int(i) for i in last_msg.loc[last_msg["kind"] == "text", "part"])
+    final = _final_rows(np.zeros(len(segment), dtype=np.int64),
+                        segment["msg"].to_numpy(dtype=np.int64), labels(segment, "role"),
+                        labels(segment, "kind"))
+    return tuple(segment["part"].to_numpy(dtype=np.int64)[final].tolist())
+
+
+def _final_rows(seg: np.ndarray, msg: np.ndarray, role: np.ndarray,
+                kind: np.ndarray) -> np.ndarray:
+    """Which rows (in position order, ``seg`` the segment of each) are the final answer
+    of their segment: `final_answer` for every segment at once."""
+    if not len(msg):
+        return np.zeros(0, dtype=bool)
+    span = int(msg.max()) - int(msg.min()) + 1
+    key = (seg - seg.min()) * span + (msg - msg.min())        # (segment, message)
+    _, first, group = np.unique(key, return_index=True, return_inverse=True)
+    only_results = np.bincount(group[kind != "tool_result"], minlength=len(first)) == 0
+    order = np.lexsort((first, seg[first]))     # messages by segment, then first appearance
+    sorted_seg = seg[first][order]
+    new_seg = np.r_[True, sorted_seg[1:] != sorted_seg[:-1]]
+    at = np.arange(len(order))
+    last_other = np.maximum.reduceat(np.where(only_results[order], -1, at),
+                                     np.flatnonzero(new_seg))
+    trailing = np.empty(len(order), dtype=bool)   # after the segment's last message that
+    trailing[order] = at > last_other[np.cumsum(new_seg) - 1]   # is not all tool results
+    in_trailing = trailing[group]
+    segs, seg_of = np.unique(seg, return_inverse=True)
+    has_trailing = np.bincount(seg_of[in_trailing], minlength=len(segs)) > 0
+    assistant = np.flatnonzero(role == "assistant")
+    last = np.full(len(segs), -1, dtype=np.int64)             # last assistant row
+    np.maximum.at(last, seg_of[assistant], assistant)
+    closing = last[seg_of]
+    answer = (role == "assistant") & (kind == "text") & (closing >= 0) \
+        & (msg == msg[closing]) & ~has_trailing[seg_of]
+    return in_trailing | answer
 
 
 @register
@@ -115,42 +137,47 @@ class Monologue(Stage):
         p = view.parts
         if p.empty:
             return None
-        convo = p[(p["role"] != "system").to_numpy(dtype=bool, na_value=True)]
-        turn = convo["turn"].to_numpy(dtype="int64", na_value=0)
-        segments = sorted({int(t) for t in turn if t >= 1})
+        role, kind = labels(p, "role"), labels(p, "kind")
+        convo = np.flatnonzero(role != "system")
+        turn = p["turn"].to_numpy(dtype=np.int64, na_value=0)[convo]
+        segments = np.unique(turn[turn >= 1])
         older = segments[:len(segments) - self.preserved]
-        if not older:
+        if not len(older):
             return None
-        hide: list[int] = []
-        finals = 0
-        orphaned = 0
-        for seg_turn in older:
-            seg = convo[turn == seg_turn]
-            final = set(final_answer(seg))
-            finals += bool(final)
-            kind = seg["kind"]
-            keep_user = (seg["role"] == "user") & (kind != "tool_result")
-            monologue = ~(keep_user | kind.isin(list(KEPT_KINDS))) & ~seg["part"].isin(final)
-            hidden = seg[monologue.to_numpy(dtype=bool, na_value=False)]
-            hide.extend(int(i) for i in hidden["part"])
-            hidden_calls = set(hidden.loc[hidden["kind"] == "tool_call", "tool_call_id"].dropna())
-            kept = seg[seg["part"].isin(final)]
-            orphaned += int((kept["kind"].eq("tool_result")
-                             & kept["tool_call_id"].isin(list(hidden_calls))).sum())
+        in_older = np.isin(turn, older)
+        rows, seg = convo[in_older], turn[in_older]
+        msg = p["msg"].to_numpy(dtype=np.int64)
+        k = kind[rows]
+        final = _final_rows(seg, msg[rows], role[rows], k)
+        keep_user = (role[rows] == "user") & (k != "tool_result")
+        monologue = ~(keep_user | one_of(k, KEPT_KINDS)) & ~final
+        order = np.lexsort((rows, seg))                  # segment by segment
+        hidden_rows = rows[order][monologue[order]]
+        part = p["part"].to_numpy(dtype=np.int64)
+        hide = part[hidden_rows].tolist()
+        codes = pd.factorize(p["tool_call_id"].array)[0][rows]
+        span = int(codes.max(initial=0)) + 2                  # (segment, tool call) keys
+        calls = monologue & (k == "tool_call") & (codes >= 0)
+        results = final & (k == "tool_result") & (codes >= 0)
+        orphaned = int(np.isin(seg[results] * span + codes[results],
+                               seg[calls] * span + codes[calls]).sum())
         if not hide:
             return Edit(stage=self.name, reason=f"{len(older)} older segment(s) hold no "
                         f"monologue to remove")
+        hidden = np.zeros(len(p), dtype=bool)
+        hidden[hidden_rows] = True
         msgs_before = view.messages
-        msgs_after = int(p.loc[~p["part"].isin(hide), "msg"].nunique())
+        msgs_after = len(np.unique(msg[~hidden]))
         return Edit(
             stage=self.name, hide=tuple(hide),
             reason=f"removed the monologue of {len(older)} older segment(s) ({len(hide)} "
                    f"parts); kept user messages, final answers and the last "
                    f"{self.preserved} segment(s) whole",
             details={"segments": len(segments), "compacted_segments": len(older),
-                     "final_answers": finals, "parts_removed": len(hide),
-                     "messages_removed": msgs_before - msgs_after,
-                     "tokens_saved": view.tokens_of(hide), "orphaned_results": orphaned})
+                     "final_answers": len(np.unique(seg[final])),
+                     "parts_removed": len(hide), "messages_removed": msgs_before - msgs_after,
+                     "tokens_saved": int(p["tokens"].to_numpy()[hidden].sum()),
+                     "orphaned_results": orphaned})
 
 
 __all__ = ["Monologue", "final_answer"]

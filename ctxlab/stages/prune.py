@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, NewPart, Stage, View
+from ctxlab.stages.base import (Edit, NewPart, Stage, View, is_na, labels, one_of, optional_text,
+                                part_rows, strings)
 
 PLACEHOLDER = "[Tool result cleared]"
 
@@ -39,29 +40,29 @@ class Prune(Stage):
 
     def plan(self, view: View) -> Edit | None:
         p = view.parts
-        results = p[(p["kind"] == "tool_result") & p["event"].isna()]
-        if results.empty:
+        rows = np.flatnonzero((labels(p, "kind") == "tool_result") & is_na(p, "event"))
+        if not len(rows):
             return None
-        newest_first = results.iloc[::-1]
-        seen = np.cumsum(newest_first["tokens"].to_numpy())
-        old = newest_first[seen > self.protect_tokens]
-        old = old[~old["tool_name"].isin(list(self.protected_tools)).to_numpy(dtype=bool,
-                                                                             na_value=False)]
-        if old.empty:
+        tokens = p["tokens"].to_numpy()[rows]
+        seen = np.cumsum(tokens[::-1])[::-1]        # tokens of this result and every later one
+        tool = strings(p, "tool_name")[rows]
+        old = (seen > self.protect_tokens) & ~one_of(tool, self.protected_tools)
+        if not old.any():
             return None
+        rows = rows[old]
         placeholder_tokens = view.estimate(self.placeholder)
-        saved = int(old["tokens"].sum()) - placeholder_tokens * len(old)
+        saved = int(tokens[old].sum()) - placeholder_tokens * len(rows)
         if saved < self.minimum_savings:
             return Edit(stage=self.name, reason=f"would save {saved:,} tokens, under the "
                         f"minimum of {self.minimum_savings:,}")
         inserts = tuple(
-            NewPart(content=self.placeholder, kind="tool_result", role=r.role, anchor=int(r.part),
-                    join_message=True, tool_name=r.tool_name if isinstance(r.tool_name, str)
-                    else None, tool_call_id=r.tool_call_id if isinstance(r.tool_call_id, str)
-                    else None, file_path=r.file_path if isinstance(r.file_path, str) else None)
-            for r in old.iloc[::-1].itertuples())
-        return Edit(stage=self.name, hide=tuple(int(i) for i in old["part"].iloc[::-1]),
-                    insert=inserts,
-                    reason=f"cleared {len(old)} tool results older than the newest "
+            NewPart(content=self.placeholder, kind="tool_result", role=r.role, anchor=r.part,
+                    join_message=True, tool_name=optional_text(r.tool_name),
+                    tool_call_id=optional_text(r.tool_call_id),
+                    file_path=optional_text(r.file_path))
+            for r in part_rows(p, rows, ("part", "role", "tool_name", "tool_call_id",
+                                         "file_path")))
+        return Edit(stage=self.name, hide=tuple(r.anchor for r in inserts), insert=inserts,
+                    reason=f"cleared {len(rows)} tool results older than the newest "
                            f"{self.protect_tokens:,} tokens of tool output",
-                    details={"pruned": len(old), "tokens_saved": saved})
+                    details={"pruned": len(rows), "tokens_saved": saved})

@@ -23,16 +23,16 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from itertools import pairwise
 from typing import Literal
 
+import numpy as np
 import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, NewPart, Stage, View
+from ctxlab.stages.base import (Edit, NewPart, Stage, View, labels, message_groups, optional_text,
+                                part_rows)
 from ctxlab.stages.grammar import check_grammar
-from ctxlab.stages.tool_output import optional_text
 
 SYNTHETIC_RESULT = "[Tool result unavailable - conversation was compacted]"
 SYNTHETIC_META = {"truncated": True}
@@ -55,7 +55,8 @@ def result_role(parts: pd.DataFrame) -> Literal["tool", "user"]:
         >>> result_role(pd.DataFrame({"kind": ["tool_result"], "role": ["user"]}))
         'user'
     """
-    roles = Counter(parts.loc[parts["kind"] == "tool_result", "role"].astype(str))
+    roles = Counter(str(r) for r in labels(parts, "role")[labels(parts, "kind")
+                                                           == "tool_result"].tolist())
     return "user" if roles and roles.most_common(1)[0][0] == "user" else "tool"
 
 
@@ -89,45 +90,45 @@ class Repair(Stage):
         if not calls and not orphans:
             return None
         role = result_role(p) if self.results_role == "auto" else self.results_role
-        by_part = p.set_index(p["part"].astype("int64"), drop=False)
-        msgs = [int(m) for m in p.groupby("msg", sort=False)["pos"].min()
-                .sort_values(kind="stable").index]
-        rows_of = {int(m): g for m, g in p.groupby("msg", sort=False)}
-        nxt = dict(pairwise(msgs))
-        prev = {b: a for a, b in pairwise(msgs)}
+        m = message_groups(p)
+        part_ids = p["part"].to_numpy(dtype=np.int64)
+        row_of = {int(pid): i for i, pid in enumerate(part_ids.tolist())}
+        results_only = m.all(labels(p, "kind") == "tool_result")
+        roles = labels(p, "role")
+        users_only, assistants_only = m.all(roles == "user"), m.all(roles == "assistant")
+        first_part, last_part = part_ids[m.first_rows], part_ids[m.last_rows]
+        wanted = [row_of[pid] for pid in calls + orphans]
+        cells = {r: row for r, row in zip(wanted, part_rows(p, np.asarray(wanted, dtype=np.int64),
+                                                             ("tool_name", "tool_call_id")))}
         inserts: list[NewPart] = []
         for pid in calls:
-            call = by_part.loc[pid]
-            msg = int(call["msg"])
-            after = nxt.get(msg)
-            follow = rows_of[after] if after is not None else None
-            join = (role == "user" and follow is not None
-                    and bool((follow["kind"] == "tool_result").all())
-                    and bool((follow["role"] == "user").all()))
-            anchor = follow if join and follow is not None else rows_of[msg]
+            row = row_of[pid]
+            msg = int(m.of_row[row])
+            after = msg + 1 if msg + 1 < len(m) else None
+            join = (role == "user" and after is not None and bool(results_only[after])
+                    and bool(users_only[after]))
+            anchor = after if join and after is not None else msg
             inserts.append(NewPart(
                 content=SYNTHETIC_RESULT, kind="tool_result", role=role,
-                anchor=int(anchor["part"].iloc[-1]), side="after", join_message=join,
-                tool_name=optional_text(call["tool_name"]),
-                tool_call_id=optional_text(call["tool_call_id"]), meta=dict(SYNTHETIC_META)))
+                anchor=int(last_part[anchor]), side="after", join_message=join,
+                tool_name=optional_text(cells[row].tool_name),
+                tool_call_id=optional_text(cells[row].tool_call_id), meta=dict(SYNTHETIC_META)))
         for pid in orphans:
-            res = by_part.loc[pid]
-            msg = int(res["msg"])
-            before = prev.get(msg)
-            lead = rows_of[before] if before is not None else None
-            join = lead is not None and bool((lead["role"] == "assistant").all())
-            tool = optional_text(res["tool_name"])
+            row = row_of[pid]
+            msg = int(m.of_row[row])
+            before = msg - 1 if msg > 0 else None
+            join = before is not None and bool(assistants_only[before])
+            tool = optional_text(cells[row].tool_name)
             common = {"content": synthetic_call_text(tool), "kind": "tool_call",
                       "role": "assistant", "tool_name": tool,
-                      "tool_call_id": optional_text(res["tool_call_id"]),
+                      "tool_call_id": optional_text(cells[row].tool_call_id),
                       "meta": dict(SYNTHETIC_META)}
-            if join and lead is not None:
-                inserts.append(NewPart(anchor=int(lead["part"].iloc[-1]), side="after",
+            if join and before is not None:
+                inserts.append(NewPart(anchor=int(last_part[before]), side="after",
                                        join_message=True, **common))
             else:
-                first = int(rows_of[msg]["part"].iloc[0])
-                inserts.append(NewPart(anchor=first, side="before", join_message=False,
-                                       **common))
+                inserts.append(NewPart(anchor=int(first_part[msg]), side="before",
+                                       join_message=False, **common))
         return Edit(stage=self.name, insert=tuple(inserts),
                     reason=f"added {len(calls)} synthetic results and {len(orphans)} synthetic "
                            f"calls for tool pairs compaction split",

@@ -31,7 +31,8 @@ import pandas as pd
 from ctxlab import summarizers
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, NewPart, Stage, View
+from ctxlab.stages.base import (Edit, Messages, NewPart, Stage, View, labels, message_groups,
+                                one_of, optional_text, part_rows, strings)
 from ctxlab.summarizers.base import Summarizer, SummarizerError, Summary
 
 SEED_004_PREFIX = "[Summary of earlier conversation]"
@@ -133,8 +134,9 @@ class Summarize(Stage):
         return max(self.min_recent, math.ceil(self.keep_recent_ratio * messages - 1e-9))
 
     def _plan_history(self, view: View, backend: Summarizer, budget: int) -> Edit:
-        msgs = _messages(view.parts)
-        cand = np.flatnonzero(msgs["candidate"].to_numpy())
+        p = view.parts
+        msgs = _Messages.of(p)
+        cand = np.flatnonzero(msgs.candidate)
         n = len(cand)
         keep = self.keep_count(n)
         if n < self.min_messages or n <= keep:
@@ -146,19 +148,21 @@ class Summarize(Stage):
         if b is None:
             return Edit(stage=self.name, reason="nothing to summarize: no boundary keeps tool "
                         "pairs together and the conversation opening with a user message")
-        older = msgs.iloc[cand[:b]]
-        hide = [int(i) for ids in older["part_ids"] for i in ids]
-        parts = view.parts[view.parts["part"].isin(hide)]
-        is_prev = (parts["kind"] == "summary").to_numpy()
-        previous = "\n\n".join(_strip(c, self.prefix) for c in parts.loc[is_prev, "content"])
-        hidden_tokens = view.tokens_of(hide)
+        part_ids = p["part"].to_numpy(dtype=np.int64)
+        grouped = msgs.groups.rows_of(cand[:b])
+        hide = part_ids[grouped].tolist()                     # message by message
+        rows = np.sort(grouped)                               # in position order
+        is_prev = msgs.kind[rows] == "summary"
+        previous = "\n\n".join(_strip(r.content, self.prefix)
+                               for r in part_rows(p, rows[is_prev], ("content",)))
+        hidden_tokens = int(p["tokens"].to_numpy()[rows].sum())
         header = f"{self.prefix}\n" if self.prefix else ""
         room = min(budget, hidden_tokens - 1) - view.estimate(header)
         if room < 1:
             return Edit(stage=self.name, reason=f"nothing to summarize: the {b} older messages "
                         f"hold only {hidden_tokens:,} tokens")
         try:
-            summary = backend.summarize(parts[~is_prev], previous=previous or None,
+            summary = backend.summarize(p.iloc[rows[~is_prev]], previous=previous or None,
                                         budget_tokens=room, estimator=view.estimator)
         except SummarizerError as e:
             return Edit(stage=self.name, reason=f"summarizer failed: {e}")
@@ -167,7 +171,7 @@ class Summarize(Stage):
                         summarizer_calls=(summary.call_record(),))
         content = header + summary.text
         if b < n:
-            anchor, side = int(msgs["part_ids"].iloc[cand[b]][0]), "before"
+            anchor, side = int(part_ids[msgs.groups.first_rows[cand[b]]]), "before"
         else:
             anchor, side = hide[-1], "after"
         new = NewPart(content=content, kind="summary", role=self.role, anchor=anchor,
@@ -188,23 +192,34 @@ class Summarize(Stage):
     def _plan_blocks(self, view: View, backend: Summarizer, budget: int) -> Edit | None:
         p = view.parts
         chars = p["content"].str.len().to_numpy(dtype=np.int64, na_value=0)
-        big = p[(p["layer"].isin(["carried", "current"]) & p["kind"].isin(
-            ["attachment", "tool_result"])).to_numpy(dtype=bool) & (chars > self.block_chars)]
-        if big.empty:
+        kind = labels(p, "kind")
+        big = np.flatnonzero(one_of(labels(p, "layer"), ("carried", "current"))
+                             & one_of(kind, ("attachment", "tool_result"))
+                             & (chars > self.block_chars))
+        if not len(big):
             return None
+        part, call_ids, is_call = p["part"].to_numpy(dtype=np.int64), \
+            strings(p, "tool_call_id"), kind == "tool_call"
         calls: list[dict[str, Any]] = []
-        maps: list[tuple[Any, str, Summary]] = []
+        rows = part_rows(p, big, ("part", "kind", "role", "content", "tool_name", "tool_call_id",
+                                  "file_path", "tokens"))
+        heads = [self.prefix or f"[Summary of a {len(row.content):,}-character "
+                 f"{str(row.kind).replace('_', ' ')}]" for row in rows]
+        done: list[tuple[Any, str, Summary]] = []
         try:
-            for row in big.itertuples():
-                what = str(row.kind).replace("_", " ")
-                head = self.prefix or f"[Summary of a {len(row.content):,}-character {what}]"
-                block = p[(p["part"] == row.part) | ((p["kind"] == "tool_call") & (
-                    p["tool_call_id"] == row.tool_call_id).fillna(False))]
-                s = backend.summarize(block, previous=None, estimator=view.estimator,
-                                      budget_tokens=max(1, budget - view.estimate(head + "\n")))
+            for row, head, head_tokens in zip(rows, heads,
+                                              view.estimate_all([h + "\n" for h in heads])):
+                in_block = part == row.part           # the block and the call it answers
+                if row.tool_call_id is not None:
+                    in_block |= is_call & (call_ids == row.tool_call_id)
+                s = backend.summarize(p.iloc[np.flatnonzero(in_block)], previous=None,
+                                      estimator=view.estimator,
+                                      budget_tokens=max(1, budget - head_tokens))
                 calls.append(s.call_record())
-                if s.text.strip() and view.estimate(f"{head}\n{s.text}") < int(row.tokens):
-                    maps.append((row, f"{head}\n{s.text}", s))
+                if s.text.strip():
+                    done.append((row, f"{head}\n{s.text}", s))
+            maps = [m for m, tokens in zip(done, view.estimate_all([t for _, t, _ in done]))
+                    if tokens < int(m[0].tokens)]
             reduced = None
             if len(maps) > 1 and sum(s.output_tokens for _, _, s in maps) > budget:
                 head = self.prefix or "[Summary of the large context blocks]"
@@ -226,8 +241,9 @@ class Summarize(Stage):
                     f"other large blocks above]"
             inserts.append(NewPart(
                 content=text, kind=row.kind, role=row.role, anchor=int(row.part),
-                join_message=True, tool_name=_opt(row.tool_name),
-                tool_call_id=_opt(row.tool_call_id), file_path=_opt(row.file_path),
+                join_message=True, tool_name=optional_text(row.tool_name),
+                tool_call_id=optional_text(row.tool_call_id),
+                file_path=optional_text(row.file_path),
                 meta={"summary_of": int(row.part)}))
         hide = tuple(int(row.part) for row, _, _ in maps)
         return Edit(stage=self.name, hide=hide, insert=tuple(inserts),
@@ -238,10 +254,6 @@ class Summarize(Stage):
                     summarizer_calls=tuple(calls))
 
 
-def _opt(v: Any) -> str | None:
-    return v if isinstance(v, str) else None
-
-
 def _strip(text: str, prefix: str) -> str:
     text = text.strip()
     for p in filter(None, (prefix, SEED_004_PREFIX)):
@@ -250,59 +262,70 @@ def _strip(text: str, prefix: str) -> str:
     return text
 
 
-def _messages(parts: pd.DataFrame) -> pd.DataFrame:
-    """One row per message of the view in order, with what the boundary search needs."""
-    g = parts.groupby("msg", sort=False)
-    out = pd.DataFrame({
-        "first_pos": g["pos"].min(), "role": g["role"].first(),
-        "kinds": g["kind"].agg(frozenset), "layers": g["layer"].agg(frozenset),
-        "part_ids": g["part"].agg(lambda s: tuple(int(i) for i in s)),
-        "tool_ids": g["tool_call_id"].agg(lambda s: frozenset(x for x in s if isinstance(x, str))),
-    }).sort_values("first_pos", kind="stable").reset_index()
-    summary = out["kinds"].map(lambda k: "summary" in k)
-    out["candidate"] = out["layers"].map(lambda ls: not (ls & _FIXED)) & (
-        (out["role"] != "system") | summary)
-    out["opener"] = (out["role"] == "user") & out["kinds"].map(lambda k: k != {"tool_result"})
-    return out
+@dataclass(frozen=True, slots=True)
+class _Messages:
+    """The view's messages in order, with what the boundary search needs: per part its
+    ``kind`` and tool call (``tool_codes``, -1 for none); per message the ``role`` of its
+    first part, whether it may be summarized, may open the conversation, is only summaries."""
+
+    groups: Messages
+    kind: np.ndarray
+    tool_codes: np.ndarray
+    role: np.ndarray
+    candidate: np.ndarray
+    opener: np.ndarray
+    summary_only: np.ndarray
+
+    @classmethod
+    def of(cls, parts: pd.DataFrame) -> _Messages:
+        m = message_groups(parts)
+        kind, role = labels(parts, "kind"), labels(parts, "role")[m.first_rows]
+        fixed = m.any(one_of(labels(parts, "layer"), _FIXED))
+        summary = kind == "summary"
+        return cls(groups=m, kind=kind, tool_codes=pd.factorize(parts["tool_call_id"].array)[0],
+                   role=role,
+                   candidate=~fixed & ((role != "system") | m.any(summary)),
+                   opener=(role == "user") & ~m.all(kind == "tool_result"),
+                   summary_only=m.all(summary))
 
 
-def _boundary(msgs: pd.DataFrame, cand: np.ndarray, start: int, role: str) -> int | None:
+def _boundary(msgs: _Messages, cand: np.ndarray, start: int, role: str) -> int | None:
     """The largest number ``b <= start`` of oldest candidate messages that can be hidden
     without splitting a tool pair or making the conversation open with a non-user message."""
-    n = len(cand)
-    index_of = {int(m): i for i, m in enumerate(cand)}
-    span: dict[str, tuple[int, int]] = {}
-    for m, ids in enumerate(msgs["tool_ids"]):
-        i = index_of.get(m, n)               # parts outside the candidates are never hidden
-        for cid in ids:
-            lo, hi = span.get(cid, (n, -1))
-            span[cid] = (min(lo, i), max(hi, i))
-    blocked = np.zeros(n + 2, dtype=np.int64)
-    for lo, hi in span.values():             # hiding cand[:b] splits the pair when lo < b <= hi
-        if lo < hi:
-            blocked[lo + 1] += 1
-            blocked[hi + 1] -= 1
+    n, total = len(cand), len(msgs.groups)
+    index_of = np.full(total, n, dtype=np.int64)     # parts outside the candidates are
+    index_of[cand] = np.arange(n)                    # never hidden
+    codes = msgs.tool_codes                          # per part, its tool call (NA: -1)
+    linked = codes >= 0
+    at = index_of[msgs.groups.of_row[linked]]
+    lo = np.full(int(codes.max(initial=-1)) + 1, n, dtype=np.int64)
+    hi = np.full(len(lo), -1, dtype=np.int64)
+    np.minimum.at(lo, codes[linked], at)
+    np.maximum.at(hi, codes[linked], at)
+    split = lo < hi                                  # hiding cand[:b] splits the pair when
+    blocked = np.zeros(n + 2, dtype=np.int64)        # lo < b <= hi
+    np.add.at(blocked, lo[split] + 1, 1)
+    np.add.at(blocked, hi[split] + 1, -1)
     blocked = np.cumsum(blocked)
-    nonsys = (msgs["role"] != "system").to_numpy()
-    opener = msgs["opener"].to_numpy()
-    fixed = np.flatnonzero(nonsys & ~msgs["candidate"].to_numpy())
-    first_fixed = int(fixed[0]) if len(fixed) else len(msgs)
-    # next_open[b]: the first non-system message among cand[b:] (len(msgs) if none)
-    next_open = np.full(n + 1, len(msgs), dtype=np.int64)
-    for i in range(n - 1, -1, -1):
-        next_open[i] = cand[i] if nonsys[cand[i]] else next_open[i + 1]
+    nonsys = msgs.role != "system"
+    fixed = np.flatnonzero(nonsys & ~msgs.candidate)
+    first_fixed = int(fixed[0]) if len(fixed) else total
+    # next_open[b]: the first non-system message among cand[b:] (total if none)
+    next_open = np.append(np.minimum.accumulate(np.where(nonsys[cand], cand, total)[::-1])[::-1],
+                          total)
     first = min(first_fixed, int(next_open[0]))
-    role_ok = first == len(msgs) or bool(opener[first])
-    summary_only = msgs["kinds"].iloc[cand].map(lambda k: k == {"summary"}).to_numpy()
-    for b in range(min(start, n), 0, -1):
-        if summary_only[:b].all():
-            return None
-        if blocked[b]:
-            continue
-        summary_at = int(cand[b]) if b < n else len(msgs)
-        first = min(first_fixed, int(next_open[b]))
-        if role == "user" and summary_at <= first:
-            return b                          # the summary itself opens the conversation
-        if not role_ok or first == len(msgs) or opener[first]:
-            return b
-    return None
+    role_ok = first == total or bool(msgs.opener[first])
+    only_summaries = np.logical_and.accumulate(msgs.summary_only[cand])
+    b = np.arange(min(start, n), 0, -1)
+    if not len(b):
+        return None
+    summary_at = np.append(cand, total)[b]
+    first = np.minimum(first_fixed, next_open[b])
+    opens = np.append(msgs.opener, False)[first]
+    ok = (blocked[b] == 0) & (((role == "user") & (summary_at <= first)) | (not role_ok)
+                              | (first == total) | opens)
+    stop = only_summaries[b - 1] | ok
+    if not stop.any():
+        return None
+    i = int(np.argmax(stop))
+    return None if only_summaries[b[i] - 1] else int(b[i])

@@ -14,28 +14,27 @@ place this stage ever writes — and the notice gives its path.
 
 from __future__ import annotations
 
-import json
-
 import hashlib
+import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
+import pandas as pd
+import pyarrow.compute as pc
+
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, NewPart, Stage, View
+from ctxlab.stages.base import Edit, NewPart, Stage, View, is_na, labels, optional_text, part_rows
 
 MAX_TOOL_OUTPUT_BYTES = 51_200  # seed 000: 50 KB
 MAX_TOOL_OUTPUT_LINES = 2_000  # seed 000
 LINKED_KINDS = frozenset({"tool_result", "tool_call", "attachment"})
 _LINE = re.compile(r"[^\n]*\n|[^\n]+\Z")
-
-
-def optional_text(value: Any) -> str | None:
-    """A column value as text, or None when it is NA."""
-    return value if isinstance(value, str) else None
+REPLACED_COLUMNS = ("part", "kind", "role", "tool_name", "tool_call_id", "file_path")
 
 
 def meta_dict(meta: Any, key: str) -> dict[str, Any] | None:
@@ -102,6 +101,19 @@ def truncation_notice(original_bytes: int, kept_bytes: int, *, saved_path: str |
     where = [w for w in (saved_path, handle) if w]
     tail = f"; full output: {' and '.join(where)}" if where else ""
     return f"[Output truncated from {original_bytes} bytes to {kept_bytes} bytes{tail}]"
+
+
+def _sizes(content: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-8 bytes and newlines of the texts at some rows."""
+    values = content.array
+    if isinstance(values, pd.arrays.ArrowExtensionArray):      # stored as UTF-8 already
+        texts = values.__arrow_array__().take(rows)
+        return (pc.binary_length(texts).to_numpy(zero_copy_only=False).astype(np.int64),
+                pc.count_substring(texts, "\n").to_numpy(zero_copy_only=False).astype(np.int64))
+    texts = content.to_numpy(dtype=object)[rows].tolist()
+    return (np.array([len(t) if t.isascii() else len(utf8_bytes(t)) for t in texts],
+                     dtype=np.int64),
+            np.array([t.count("\n") for t in texts], dtype=np.int64))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -184,13 +196,17 @@ class TruncateToolOutput(Stage):
 
     def plan(self, view: View) -> Edit | None:
         p = view.parts
-        results = p[(p["kind"] == "tool_result") & p["event"].isna()]
-        if results.empty:
+        results = np.flatnonzero((labels(p, "kind") == "tool_result") & is_na(p, "event"))
+        if not len(results):
             return None
+        # only these can be cut: a text has at most one line more than it has "\n"s
+        size, newlines = _sizes(p["content"], results)
+        oversized = results[(size > self.max_bytes) | (newlines >= self.max_lines)]
         hide: list[int] = []
         inserts: list[NewPart] = []
         saved = skipped = 0
-        for r in results.itertuples():
+        cuts = []
+        for r in part_rows(p, oversized, REPLACED_COLUMNS + ("content", "tokens")):
             cut = truncate_text(r.content, max_bytes=self.max_bytes, max_lines=self.max_lines,
                                 direction=self.direction)
             if not cut.truncated:
@@ -199,8 +215,10 @@ class TruncateToolOutput(Stage):
             handle = f"part:{view.session}/{int(r.part)}" if self.handle else None
             notice = truncation_notice(cut.original_bytes, cut.kept_bytes, saved_path=path,
                                        handle=handle)
-            content = f"{cut.text}\n\n{notice}" if cut.text else notice
-            gain = int(r.tokens) - view.estimate(content)
+            cuts.append((r, cut, path, handle, f"{cut.text}\n\n{notice}" if cut.text else notice))
+        for (r, cut, path, handle, content), tokens_after in zip(
+                cuts, view.estimate_all([c[-1] for c in cuts])):
+            gain = int(r.tokens) - tokens_after
             if gain <= 0:
                 skipped += 1
                 continue

@@ -31,7 +31,7 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, NewPart, Stage, View
+from ctxlab.stages.base import Edit, NewPart, Stage, View, is_na, labels, part_rows
 
 
 def truncation_notice(kept_chars: int, total_chars: int) -> str:
@@ -50,13 +50,20 @@ def history_turn_tokens(view: View) -> pd.Series:
     A message counts its framing with its turn when all its parts are in the history.
     """
     p = view.parts
-    hist = p["layer"] == "history"
-    whole = hist.groupby(p["msg"]).transform("all").to_numpy(dtype=bool)
-    first = ~p["msg"].duplicated().to_numpy()
-    framing = np.where(whole & first, view.estimator.per_message, 0)
-    turn = p["turn"].fillna(0).astype("int64")
-    tokens = (p["tokens"].astype("int64") + framing)[hist]
-    return tokens.groupby(turn[hist], sort=False).sum()
+    hist = labels(p, "layer") == "history"
+    msg = p["msg"].to_numpy(dtype=np.int64)
+    _, first, inv = np.unique(msg, return_index=True, return_inverse=True)
+    whole = (np.bincount(inv[~hist], minlength=len(first)) == 0)[inv]   # all parts history
+    is_first = np.zeros(len(msg), dtype=bool)
+    is_first[first] = True
+    framing = np.where(whole & is_first, view.estimator.per_message, 0)
+    turn = p["turn"].to_numpy(dtype=np.int64, na_value=0)[hist]
+    tokens = (p["tokens"].to_numpy(dtype=np.int64) + framing)[hist]
+    turns, at, of = np.unique(turn, return_index=True, return_inverse=True)
+    sums = np.zeros(len(turns), dtype=np.int64)
+    np.add.at(sums, of, tokens)
+    order = np.argsort(at, kind="stable")               # turns by first appearance
+    return pd.Series(sums[order], index=pd.Index(turns[order], name="turn"), name="tokens")
 
 
 @register
@@ -95,45 +102,49 @@ class TrimHistory(Stage):
                 raise ConfigError(f"trim_history: {name} must be an int >= {lowest}, got "
                                   f"{value!r}")
 
-    def budget(self, view: View) -> int:
-        """The history's budget in this view (may be negative when computed)."""
+    def budget(self, view: View, history_tokens: int | None = None) -> int:
+        """The history's budget in this view (may be negative when computed);
+        ``history_tokens`` saves counting the history again."""
         if self.budget_tokens is not None:
             return self.budget_tokens
-        rest = view.total_tokens - int(history_turn_tokens(view).sum())
+        if history_tokens is None:
+            history_tokens = int(history_turn_tokens(view).sum())
+        rest = view.total_tokens - history_tokens
         return view.limit_tokens - rest - self.output_reserve
 
     def plan(self, view: View) -> Edit | None:
         p = view.parts
-        if p.empty or not (p["layer"] == "history").any():
+        layer = labels(p, "layer")
+        history = layer == "history"
+        if p.empty or not history.any():
             return None
         per_turn = history_turn_tokens(view)
-        budget = self.budget(view)
-        history = int(per_turn.sum())
-        if history <= budget:
+        turn_tokens = per_turn.to_numpy()
+        history_tokens = int(turn_tokens.sum())
+        budget = self.budget(view, history_tokens)
+        if history_tokens <= budget:
             return None
-        kept = history
-        droppable = per_turn.index.tolist()[:max(len(per_turn) - self.min_turns, 0)]
-        dropped: list[int] = []
-        for turn in droppable:
-            if kept <= budget:
-                break
-            dropped.append(int(turn))
-            kept -= int(per_turn[turn])
-        turn = p["turn"].fillna(0).astype("int64")
-        hist = p[(p["layer"] == "history").to_numpy() & ~turn.isin(dropped).to_numpy()]
-        hide = [int(i) for i in p.loc[(p["layer"] == "history").to_numpy()
-                                      & turn.isin(dropped).to_numpy(), "part"]]
+        droppable = max(len(per_turn) - self.min_turns, 0)
+        # drop the oldest turns while the history is over budget: turn i goes when what is
+        # left after dropping the turns before it is still over
+        left = history_tokens - np.concatenate(([0], np.cumsum(turn_tokens[:droppable])))
+        count = int(np.argmax(left <= budget)) if (left <= budget).any() else droppable
+        kept = int(left[count])
+        turn = p["turn"].to_numpy(dtype=np.int64, na_value=0)
+        gone = history & np.isin(turn, per_turn.index.to_numpy()[:count])
+        hide = p["part"].to_numpy(dtype=np.int64)[gone].tolist()
         inserts: list[NewPart] = []
         if kept > budget:
-            long = hist[(hist["role"] == "assistant").to_numpy() & (hist["kind"] == "text")
-                        .to_numpy() & hist["event"].isna().to_numpy()
-                        & (hist["content"].str.len() > self.truncate_chars)
-                        .to_numpy(dtype=bool, na_value=False)]
-            for r in long.itertuples():
+            chars = p["content"].str.len().to_numpy(dtype=np.int64, na_value=0)
+            long = np.flatnonzero(history & ~gone & (labels(p, "role") == "assistant")
+                                  & (labels(p, "kind") == "text") & is_na(p, "event")
+                                  & (chars > self.truncate_chars))
+            rows = part_rows(p, long, ("part", "content", "tokens"))
+            shorts = [str(r.content)[:self.truncate_chars] + truncation_notice(
+                self.truncate_chars, len(str(r.content))) for r in rows]
+            for r, short, tokens_after in zip(rows, shorts, view.estimate_all(shorts)):
                 text = str(r.content)
-                short = text[:self.truncate_chars] + truncation_notice(self.truncate_chars,
-                                                                      len(text))
-                saved = int(r.tokens) - view.estimate(short)
+                saved = int(r.tokens) - tokens_after
                 if saved <= 0:
                     continue
                 hide.append(int(r.part))
@@ -144,12 +155,12 @@ class TrimHistory(Stage):
                 if kept <= budget:
                     break
         details: dict[str, object] = {
-            "budget_tokens": budget, "history_tokens_before": history,
-            "history_tokens_after": kept, "turns_dropped": len(dropped),
-            "turns_kept": len(per_turn) - len(dropped), "answers_truncated": len(inserts)}
+            "budget_tokens": budget, "history_tokens_before": history_tokens,
+            "history_tokens_after": kept, "turns_dropped": count,
+            "turns_kept": len(per_turn) - count, "answers_truncated": len(inserts)}
         what = []
-        if dropped:
-            what.append(f"dropped the {len(dropped)} oldest history turn(s)")
+        if count:
+            what.append(f"dropped the {count} oldest history turn(s)")
         if inserts:
             what.append(f"truncated {len(inserts)} long answer(s) to {self.truncate_chars:,} "
                         f"chars")
@@ -161,7 +172,7 @@ class TrimHistory(Stage):
                     f"the history is still {kept - budget:,} tokens over its budget of "
                     f"{budget:,}")
             details["warning"] = (f"{over} after trimming the history to "
-                                  f"{len(per_turn) - len(dropped)} turn(s); it goes on with "
+                                  f"{len(per_turn) - count} turn(s); it goes on with "
                                   f"the most recent history")
             what.append(f"still {kept - budget:,} tokens over budget")
         return Edit(stage=self.name, hide=tuple(hide), insert=tuple(inserts),

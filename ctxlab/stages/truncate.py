@@ -19,11 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, NewPart, Stage, View
+from ctxlab.stages.base import Edit, NewPart, Stage, View, labels, message_groups, one_of
 
 MARKER = "[Earlier conversation history was truncated to fit within context limits]"
 MIN_MESSAGES = 4  # seed 000: no truncation with 4 messages or fewer
@@ -44,36 +45,45 @@ def removal_count(messages: int, fraction: float = 0.5, keep_first: int = 2) -> 
     return remove - remove % 2
 
 
-def _pair_spans(conv: pd.DataFrame, index_of: dict[int, int]) -> list[tuple[int, int]]:
-    """(first, last) message index of every tool pair split over two or more messages."""
-    linked = conv[conv["kind"].isin(["tool_call", "tool_result"]) & conv["tool_call_id"].notna()]
-    spans: dict[str, list[int]] = {}
-    for cid, msg in zip(linked["tool_call_id"], linked["msg"]):
-        spans.setdefault(str(cid), []).append(index_of[int(msg)])
-    return [(min(v), max(v)) for v in spans.values() if min(v) < max(v)]
+def _pair_spans(of_row: np.ndarray, kind: np.ndarray,
+                codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, last) message index of every tool pair split over two or more messages,
+    as two arrays; per part: ``of_row`` its message, ``codes`` its tool call (-1: none)."""
+    linked = (codes >= 0) & ((kind == "tool_call") | (kind == "tool_result"))
+    lo = np.full(int(codes.max(initial=-1)) + 1, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(len(lo), -1, dtype=np.int64)
+    np.minimum.at(lo, codes[linked], of_row[linked])
+    np.maximum.at(hi, codes[linked], of_row[linked])
+    split = lo < hi
+    return lo[split], hi[split]
 
 
-def _clean(b: int, spans: list[tuple[int, int]]) -> bool:
-    """No tool pair has one half before message ``b`` and the other at or after it."""
-    return not any(lo < b <= hi for lo, hi in spans)
+def _clean_boundaries(spans: tuple[np.ndarray, np.ndarray], messages: int) -> np.ndarray:
+    """``clean[b]`` for b in 0..messages: no tool pair has one half before message ``b``
+    and the other at or after it."""
+    crossing = np.zeros(messages + 2, dtype=np.int64)
+    np.add.at(crossing, spans[0] + 1, 1)         # pair (lo, hi) crosses b when lo < b <= hi
+    np.add.at(crossing, spans[1] + 1, -1)
+    return np.cumsum(crossing)[:messages + 1] == 0
 
 
 def _whole_pair_range(start: int, remove: int, limit: int,
-                      spans: list[tuple[int, int]]) -> tuple[int, int] | None:
+                      clean: np.ndarray) -> tuple[int, int] | None:
     """A removal range [start, end) of about ``remove`` messages before ``limit`` whose
     boundaries no tool pair crosses: the start moves forward to the first clean
     boundary, the end forward to the first clean one (even-sized if possible), or back
     when none is left before ``limit``."""
-    start = next((b for b in range(start, limit) if _clean(b, spans)), -1)
-    if start < 0:
+    found = np.flatnonzero(clean[start:limit])
+    if not len(found):
         return None
+    start += int(found[0])
     end = min(max(start + remove, start + 1), limit)
-    later = [b for b in range(end, limit + 1) if _clean(b, spans)]
-    earlier = [b for b in range(end - 1, start, -1) if _clean(b, spans)]
+    later = end + np.flatnonzero(clean[end:limit + 1])
+    earlier = (start + 1 + np.flatnonzero(clean[start + 1:end]))[::-1]
     for group in (later, earlier):
-        if group:
-            even = [b for b in group if (b - start) % 2 == 0]
-            return start, (even or group)[0]
+        if len(group):
+            even = group[(group - start) % 2 == 0]
+            return start, int((even if len(even) else group)[0])
     return None
 
 
@@ -116,26 +126,26 @@ class Truncate(Stage):
 
     def plan(self, view: View) -> Edit | None:
         p = view.parts
-        conv = p[~p["layer"].isin(EXCLUDED_LAYERS)]
-        if conv.empty:
+        layer = labels(p, "layer")
+        conv = np.flatnonzero(~one_of(layer, EXCLUDED_LAYERS))
+        if not len(conv):
             return None
-        order = conv.groupby("msg", sort=False)["pos"].min().sort_values(kind="stable")
-        msgs = [int(m) for m in order.index]
-        n = len(msgs)
+        m = message_groups(p, conv)                   # rows and messages of the conversation
+        n = len(m)
         remove = removal_count(n, self.fraction, self.keep_first)
         if remove == 0:
             return Edit(stage=self.name, reason=f"{n} conversation messages: nothing to remove "
                         f"(needs more than {MIN_MESSAGES} and at least 2 after the first "
                         f"{self.keep_first})")
-        prompt = conv.loc[conv["layer"] == "prompt", "msg"]
-        at = msgs.index(int(prompt.iloc[0])) if len(prompt) else n
+        prompt = np.flatnonzero(layer[conv] == "prompt")
+        at = int(m.of_row[prompt[0]]) if len(prompt) else n
         limit = at if at >= self.keep_first else n
-        index_of = {m: i for i, m in enumerate(msgs)}
-        spans = _pair_spans(conv, index_of)
+        spans = _pair_spans(m.of_row, labels(p, "kind")[conv],
+                            pd.factorize(p["tool_call_id"].array)[0][conv])
         start, end = self.keep_first, min(self.keep_first + remove, limit)
         end -= (end - start) % 2
         if self.keep_tool_pairs:
-            moved = _whole_pair_range(start, remove, limit, spans)
+            moved = _whole_pair_range(start, remove, limit, _clean_boundaries(spans, n))
             if moved is None:
                 return Edit(stage=self.name, reason="no range after the first messages can be "
                             "removed without splitting a tool pair")
@@ -143,25 +153,26 @@ class Truncate(Stage):
         if end <= start:
             return Edit(stage=self.name, reason="the current prompt follows the first messages "
                         "closely: nothing to remove before it")
-        removed = set(msgs[start:end])
-        rows = conv[conv["msg"].isin(removed)]
+        removed = end - start
+        rows = conv[(m.of_row >= start) & (m.of_row < end)]
         marker_tokens = view.estimate(self.marker)
-        framing = view.estimator.framing(view.messages) \
-            - view.estimator.framing(view.messages - len(removed) + 1)
-        saved = int(rows["tokens"].sum()) + framing - marker_tokens
+        messages = view.messages
+        framing = view.estimator.framing(messages) - view.estimator.framing(messages - removed + 1)
+        saved = int(p["tokens"].to_numpy()[rows].sum()) + framing - marker_tokens
         if saved <= 0:
-            return Edit(stage=self.name, reason=f"removing {len(removed)} messages would save "
+            return Edit(stage=self.name, reason=f"removing {removed} messages would save "
                         f"no tokens ({saved:,})")
-        split = sum(1 for lo, hi in spans if (start <= lo < end) != (start <= hi < end))
-        first = rows.sort_values("pos", kind="stable").iloc[0]
+        lo, hi = spans
+        split = int(np.count_nonzero(((start <= lo) & (lo < end)) != ((start <= hi) & (hi < end))))
+        part = p["part"].to_numpy(dtype=np.int64)
+        first = rows[np.argsort(p["pos"].to_numpy(dtype=np.float64)[rows], kind="stable")[0]]
         marker = NewPart(content=self.marker, kind="marker", role="system",
-                         anchor=int(first["part"]), side="before", join_message=False,
-                         meta={"truncation_marker": True, "messages_removed": len(removed)})
-        return Edit(stage=self.name, hide=tuple(int(i) for i in rows["part"]), insert=(marker,),
-                    reason=f"removed {len(removed)} of {n} conversation messages after the "
+                         anchor=int(part[first]), side="before", join_message=False,
+                         meta={"truncation_marker": True, "messages_removed": removed})
+        return Edit(stage=self.name, hide=tuple(part[rows].tolist()), insert=(marker,),
+                    reason=f"removed {removed} of {n} conversation messages after the "
                            f"first {start}",
-                    details={"messages_removed": len(removed), "messages": n,
+                    details={"messages_removed": removed, "messages": n,
                              "first_removed": start, "tokens_saved": saved,
                              "tool_pairs_split": split,
-                             "removed_even": bool(len(removed) % 2 == 0)})
-
+                             "removed_even": bool(removed % 2 == 0)})

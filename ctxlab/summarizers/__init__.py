@@ -53,10 +53,10 @@ def summarizer(spec: str | Summarizer) -> Summarizer:
         ConfigError: unknown name (the message lists the known ones), or not a name.
 
     Example:
-        >>> summarizer("gpt-9")
+        >>> summarizer("gpt-9")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ctxlab.errors.ConfigError: unknown summarizer 'gpt-9'; known: structured
+        ctxlab.errors.ConfigError: unknown summarizer 'gpt-9'; known: ...structured
     """
     if isinstance(spec, Summarizer):
         return spec

@@ -17,10 +17,12 @@ concepts ... files and the next step last), and only then is the text cut.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
 from collections import Counter
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -58,6 +60,24 @@ _HEADING = re.compile(r"^\s*(\d)\.\s+(.+?)\s*:\s*$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _LINE_NO = re.compile(r"^\s*\d+(?:→|\t)")
 _PATH = re.compile(r"^`?((?:/|\./|~/|[\w.-]+/)[^\s`()]+|[\w.-]+\.\w{1,6})`?(?:\s*\(([^)]*)\))?")
+_E_PREFIX, _PERCENT = re.compile(r"^E\s+"), re.compile(r"\s*\[\s*\d+%\]$")
+_LIST_MARK = re.compile(r"^\s*(?:[-*]|\d+\.)\s+")
+# Every match of _ERROR (of _PENDING) holds one of these words, in any case; every match of
+# _IDENT a backtick, "_" or a _CASE_HUMP. Texts without them skip the searches.
+_ERROR_WORDS = ("exit code", "fatal:", "panic:", "error", "non-zero exit", "traceback", "failed",
+                "exception", "timeout")
+_PENDING_WORDS = ("todo", "to-do", "still", "question", "follow", "remaining", "pending",
+                  "done", "left", "step", "[")
+_CASE_HUMP = re.compile(r"[a-z0-9][A-Z]")
+
+
+def _may_hold(text: str, words: tuple[str, ...]) -> bool:
+    """False when ``text`` holds none of ``words`` in any case (ASCII texts only: Unicode
+    case folding has more equivalents than `str.lower`)."""
+    if not text.isascii():
+        return True
+    low = text.lower()
+    return any(w in low for w in words)
 
 
 def _cut(text: str, chars: int) -> str:
@@ -66,6 +86,7 @@ def _cut(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[: chars - 1].rstrip() + "…"
 
 
+@functools.lru_cache(maxsize=1024)
 def operation(tool_name: str) -> str:
     """What a tool does to the file it names: ``read``, ``edited``, ``written`` or its name.
 
@@ -88,9 +109,10 @@ def error_lines(text: str, limit: int = 3) -> list[str]:
         ['Exit code 1', "KeyError: 'id'", 'FAILED t.py::a - KeyError']
     """
     out: list[str] = []
+    if not _may_hold(text, _ERROR_WORDS):
+        return out
     for raw in text.splitlines():
-        line = re.sub(r"^E\s+", "", raw.strip())
-        line = re.sub(r"\s*\[\s*\d+%\]$", "", line)
+        line = _PERCENT.sub("", _E_PREFIX.sub("", raw.strip()))
         if not line or line.startswith("Traceback") or not _ERROR.search(line):
             continue
         line = _cut(line, 160)
@@ -226,7 +248,7 @@ def _outcome(text: str) -> str:
 def _sentences(text: str) -> list[str]:
     out: list[str] = []
     for line in text.splitlines():
-        line = re.sub(r"^\s*(?:[-*]|\d+\.)\s+", "", line)
+        line = _LIST_MARK.sub("", line)
         out.extend(s.strip() for s in _SENTENCE.split(" ".join(line.split())) if s.strip())
     return out
 
@@ -250,27 +272,31 @@ class _Extraction:
     def row(self, r: dict[str, str]) -> None:
         kind, role, text, path = r["kind"], r["role"], r["content"], r["file_path"]
         if kind in ("text", "thinking", "tool_result", "attachment"):
-            found = dict.fromkeys(x or y for x, y in _IDENT.findall(text[:20_000]))
-            self.idents.update({i: 3 if kind in ("text", "thinking") else 1 for i in found})
+            head = text[:20_000]
+            if "`" in head or "_" in head or _CASE_HUMP.search(head):
+                found = dict.fromkeys(x or y for x, y in _IDENT.findall(head))
+                self.idents.update({i: 3 if kind in ("text", "thinking") else 1 for i in found})
         if path and "." in path.rsplit("/", 1)[-1] and kind != "tool_result":
             self.techs[_LANGS.get(path.rsplit(".", 1)[-1].lower(), "")] += 1
-        if kind in ("text", "thinking") and role in ("user", "assistant"):
-            for s in _sentences(text):
-                if _PENDING.search(s):
+        said = kind == "text" and role in ("user", "assistant")
+        sentences = _sentences(text) if said else []
+        if kind in ("text", "thinking") and role in ("user", "assistant") \
+                and _may_hold(text, _PENDING_WORDS):
+            for s in sentences if said else _sentences(text):
+                if _may_hold(s, _PENDING_WORDS) and _PENDING.search(s):
                     self.notes.add(7, _cut(s, 200), 2)
         if kind == "text" and role == "user":
-            self.user(text)
+            self.user(text, sentences)
         elif kind == "text" and role == "assistant":
             self.last_note = text
             if len(text) > 80:
                 self.notes.add(5, f"Note: {_cut(text, 200)}", 1)
-            intents = [s for s in _sentences(text) if _NEXT.match(s)]
+            intents = [s for s in sentences if _NEXT.match(s)]
             self.next_step = _cut(intents[-1], 200) if intents else self.next_step
         elif kind in ("tool_call", "tool_result", "attachment"):
             self.tool(r)
 
-    def user(self, text: str) -> None:
-        sentences = _sentences(text)
+    def user(self, text: str, sentences: list[str]) -> None:
         asks = sentences[:1] + [s for s in sentences[1:]
                                 if s.endswith("?") or _ASK.match(s) or _WANT.search(s)]
         if asks:
@@ -309,7 +335,7 @@ class _Extraction:
                                               if done else "passed on a later run")
         if op == "read" and path:
             lines = (_LINE_NO.sub("", ln).strip() for ln in text.splitlines()[:2000])
-            for line in [ln for ln in lines if _OUTLINE.match(ln)][:4]:
+            for line in itertools.islice((ln for ln in lines if _OUTLINE.match(ln)), 4):
                 self.notes.add(3, f"{path.rsplit('/', 1)[-1]}: {_cut(line.rstrip(':'), 80)}", 0)
 
     def finish(self) -> _Notes:
