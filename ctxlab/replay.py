@@ -26,11 +26,13 @@ import pandas as pd
 
 from ctxlab.engine import Budget, StageRun, make_view, request_parts
 from ctxlab.history import SessionHistory
-from ctxlab.layers import INJECTED_CONTEXT, assign_layers
+from ctxlab.layers import assign_layers
 from ctxlab.pipeline import (Pipeline, compact_view, pipeline_estimator, provider_for,
-                             resolve_pipeline, trigger_scope)
-from ctxlab.tokens.windows import resolve_window
-from ctxlab.schema import TEXT, Transcript
+                             resolve_pipeline)
+from ctxlab.replay_state import (Anchor, Sums, after_values, apply_to_sums, call_row,
+                                 categories, empty_ledger, ledger_rows, prompt_messages,
+                                 window_of)
+from ctxlab.schema import Transcript
 from ctxlab.tokens import Estimator, estimator as get_estimator
 
 
@@ -43,64 +45,6 @@ class Settings:
     estimator: str | Estimator | None
     overhead_tokens: Mapping[str, int]
     reported_until: Mapping[str, float] = field(default_factory=dict)
-
-
-def _categories(f: pd.DataFrame) -> np.ndarray:
-    """Layer category of every part that does not depend on the current turn."""
-    role = f["role"].to_numpy(dtype=object)
-    kind = f["kind"].to_numpy(dtype=object)
-    injected = f["content"].str.match(INJECTED_CONTEXT).to_numpy(dtype=bool, na_value=False)
-    cat = np.where(kind == "attachment", "attach", "other").astype(object)
-    cat[((role == "system") & ~np.isin(kind, ["summary", "marker"]))
-        | (injected & (role == "user") & (kind == "text"))] = "system"
-    cat[kind == "tool_schema"] = "tools"
-    return cat
-
-
-class _Sums:
-    """Per-layer token sums of the visible parts of one session, updated part by part."""
-
-    def __init__(self, overhead: int) -> None:
-        self.overhead = overhead
-        self.system = self.tools = self.attach = self.other = 0
-        self.attach_turn: dict[int, int] = {}
-        self.other_turn: dict[int, int] = {}
-        self.msg_tokens: dict[int, int] = {}
-        self.msg_refs: dict[int, int] = {}
-        self.max_turn = 0
-
-    def add(self, cat: str, tokens: int, turn: int, msg: int, sign: int) -> None:
-        t = sign * tokens
-        if cat == "system":
-            self.system += t
-        elif cat == "tools":
-            self.tools += t
-        elif cat == "attach":
-            self.attach += t
-            self.attach_turn[turn] = self.attach_turn.get(turn, 0) + t
-        else:
-            self.other += t
-            self.other_turn[turn] = self.other_turn.get(turn, 0) + t
-            self.msg_tokens[msg] = self.msg_tokens.get(msg, 0) + t
-        self.msg_refs[msg] = self.msg_refs.get(msg, 0) + sign
-        if self.msg_refs[msg] == 0:
-            del self.msg_refs[msg]
-        if sign > 0 and turn > self.max_turn:
-            self.max_turn = turn
-
-    def layers(self, prompt_msg: int | None) -> dict[str, int]:
-        turn = self.max_turn
-        cur_a = self.attach_turn.get(turn, 0) if turn > 0 else 0
-        cur_o = self.other_turn.get(turn, 0) if turn > 0 else 0
-        prompt = self.msg_tokens.get(prompt_msg, 0) if (turn > 0 and prompt_msg is not None
-                                                        and prompt_msg in self.msg_refs) else 0
-        return {"system": self.system + self.overhead, "tools": self.tools,
-                "carried": self.attach - cur_a, "current": cur_a + cur_o - prompt,
-                "history": self.other - cur_o, "prompt": prompt}
-
-    @property
-    def messages(self) -> int:
-        return len(self.msg_refs)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -273,13 +217,13 @@ def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[st
         calls = calls[calls["call"] >= first]
         if calls.empty:
             continue
-        anchor = _Anchor(until=settings.reported_until.get(session, np.inf))
+        anchor = Anchor(until=settings.reported_until.get(session, np.inf))
         if previous is not None:
             anchor.resume(previous, base, session, first)
         t = _walk_session(t, session, calls, settings, rows, events, ledger, anchor)
     calls_df = pd.DataFrame(rows)
     events_df = pd.DataFrame(events)
-    ledger_df = pd.concat(ledger, ignore_index=True) if ledger else _empty_ledger()
+    ledger_df = pd.concat(ledger, ignore_index=True) if ledger else empty_ledger()
     if previous is not None:
         calls_df = pd.concat([previous.calls, calls_df], ignore_index=True)
         events_df = pd.concat([previous.events, events_df], ignore_index=True) \
@@ -293,51 +237,9 @@ def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[st
                   settings=settings, next_call={})
 
 
-def _empty_ledger() -> pd.DataFrame:
-    return pd.DataFrame(columns=["session", "event", "call", "stage", "action", "part", "role",
-                                 "kind", "tool_name", "file_path", "tokens", "reason"])
-
-
-class _Anchor:
-    """The previous call's reported input, for ``trigger_on="reported"``.
-
-    Valid while the replayed request is still the logged one: before the log's first
-    recorded compaction (``until``) and before the replay's first event.
-    """
-
-    def __init__(self, until: float) -> None:
-        self.until = until
-        self.prev: tuple[int, int] | None = None  # (reported input, estimated total)
-        self.replayed = False
-
-    def checked(self, total: int) -> int | None:
-        """The trigger's measure at this call, or None when the estimate applies."""
-        if self.replayed or self.prev is None:
-            return None
-        return self.prev[0] + (total - self.prev[1])
-
-    def passed(self, end: float, input_total: Any, total: int) -> None:
-        """Remember a call that went out as logged."""
-        known = input_total is not None and not pd.isna(input_total)
-        self.prev = (int(input_total), int(total)) if known and end < self.until else None
-
-    def resume(self, previous: Replay, base: Transcript, session: str, first: int) -> None:
-        """Pick up from the calls a rewound replay kept."""
-        ev = previous.events
-        self.replayed = bool(len(ev) and (ev["session"] == session).any())
-        c = previous.calls
-        kept = c[(c["session"] == session) & (c["call"] < first)]
-        if len(kept) and not self.replayed:
-            last = kept.iloc[-1]
-            bc = base.calls
-            end = float(bc.loc[(bc["session"] == session) & (bc["call"] == last["call"]),
-                               "input_end_pos"].iloc[0])
-            self.passed(end, last["input_total"], int(last["tokens_before"]))
-
-
 def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Settings,
                   rows: list[dict[str, Any]], events: list[dict[str, Any]],
-                  ledger: list[pd.DataFrame], anchor: _Anchor) -> Transcript:
+                  ledger: list[pd.DataFrame], anchor: Anchor) -> Transcript:
     p = settings.pipeline
     k0 = int(calls["call"].iloc[0])
     est = _estimator(settings, t, session, k0)
@@ -346,11 +248,11 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
     f = history.frame
     lo, hi = history.lo.tolist(), history.hi.tolist()
     tokens = est.count_parts(f).tolist()
-    cats = _categories(f).tolist()
+    cats = categories(f).tolist()
     turns = f["turn"].to_numpy(dtype=np.int64, na_value=0).tolist()
     msgs = f["msg"].to_numpy(dtype=np.int64).tolist()
-    prompt_of = _prompt_messages(f)
-    sums = _Sums(overhead)
+    prompt_of = prompt_messages(f)
+    sums = Sums(overhead)
     order = np.argsort(history.lo, kind="stable").tolist()
     exits: list[tuple[float, int]] = []
     compactions: list[tuple[int, list[StageRun]]] = []
@@ -370,7 +272,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
         while exits and exits[0][0] < end:
             _, i = heapq.heappop(exits)
             sums.add(cats[i], tokens[i], turns[i], msgs[i], -1)
-        win = settings.window if settings.window is not None else _window(c[2])
+        win = settings.window if settings.window is not None else window_of(c[2])
         limit = p.limit_for(win)
         layers = sums.layers(prompt_of.get(sums.max_turn))
         total = sum(layers.values()) + est.framing(sums.messages)
@@ -380,7 +282,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
         if reported is not None:
             checked = reported
         anchor.passed(end, c[3], total)
-        row = _row(session, k, c[2], c[3], layers, total, limit, win, p, target_ratio)
+        row = call_row(session, k, c[2], c[3], layers, total, limit, win, p, target_ratio)
         row["checked_tokens"] = int(checked)
         if p.always or checked > p.threshold * limit:
             budget = Budget(window_tokens=win, limit_tokens=limit,
@@ -391,7 +293,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
             new_events = [int(run.event) for run in made]
             if made:
                 anchor.replayed = True
-                _apply_to_sums(sums, made)
+                apply_to_sums(sums, made)
                 compactions.append((k, made))
                 for run in r.runs:
                     if run.event is None:
@@ -406,7 +308,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
                                    "grammar_after": run.grammar_after, "ms": run.ms,
                                    "reason": run.reason})
             after = sums.layers(prompt_of.get(sums.max_turn))
-            row.update(_after(after, after_total := sum(after.values())
+            row.update(after_values(after, after_total := sum(after.values())
                               + est.framing(sums.messages), limit))
             row.update({"triggered": r.triggered, "compacted": bool(new_events),
                         "stages_used": ",".join(r.stages_used),
@@ -416,121 +318,8 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
                         "note": r.note})
         rows.append(row)
     if compactions:
-        ledger.append(_ledger_rows(session, compactions))
+        ledger.append(ledger_rows(session, compactions))
     return history.transcript()
-
-
-def _window(model: Any) -> int:
-    """The context window of a model (registry lookup, cached)."""
-    key = model if isinstance(model, str) else None
-    if key not in _WINDOWS:
-        _WINDOWS[key] = resolve_window(model=key).window_tokens
-    return _WINDOWS[key]
-
-
-_WINDOWS: dict[str | None, int] = {}
-
-
-def _prompt_messages(f: pd.DataFrame) -> dict[int, int]:
-    """The prompt message (first user text message) of every turn."""
-    users = f[(f["role"] == "user") & (f["kind"] == "text")]
-    return {int(k): int(v) for k, v in users.groupby("turn")["msg"].min().items()}
-
-
-def _apply_to_sums(sums: _Sums, made: list[StageRun]) -> None:
-    """Take out of the sums what the runs hid and add what they inserted."""
-    for run in made:
-        for frame, sign in ((run.removed, -1), (run.added, +1)):
-            if frame is None or frame.empty:
-                continue
-            layer = frame["layer"].to_numpy(dtype=object)
-            kind = frame["kind"].to_numpy(dtype=object)
-            # the layer already says system and tools; the rest is attachment or other
-            cats = np.where(np.isin(layer, ["system", "tools"]), layer,
-                            np.where(kind == "attachment", "attach", "other"))
-            for cat, n, turn, msg in zip(cats.tolist(),
-                                         frame["tokens"].to_numpy(dtype=np.int64).tolist(),
-                                         frame["turn"].to_numpy(dtype=np.int64,
-                                                                na_value=0).tolist(),
-                                         frame["msg"].to_numpy(dtype=np.int64).tolist()):
-                sums.add(cat, n, turn, msg, sign)
-
-
-_LEDGER_TEXT = ("role", "kind", "tool_name", "file_path")
-
-
-def _ledger_rows(session: str, compactions: list[tuple[int, list[StageRun]]]) -> pd.DataFrame:
-    """One row per part each compaction hid or inserted: per compaction the hidden parts
-    in position order, then the inserted ones (a part inserted and hidden in the same
-    compaction is in both)."""
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in (
-        "order", "action", "pos", "event", "call", "stage", "reason", "part", "tokens",
-        *_LEDGER_TEXT)}
-    for i, (call, made) in enumerate(compactions):
-        for run in made:
-            for action, frame in ((0, run.removed), (1, run.added)):
-                if frame is None or frame.empty:
-                    continue
-                n = len(frame)
-                cols["order"].append(np.full(n, i))
-                cols["action"].append(np.full(n, action))
-                cols["pos"].append(frame["pos"].to_numpy(dtype=np.float64))
-                cols["event"].append(np.full(n, int(run.event)))
-                cols["call"].append(np.full(n, call))
-                cols["stage"].append(np.full(n, run.stage, dtype=object))
-                cols["reason"].append(np.full(n, run.reason, dtype=object))
-                cols["part"].append(frame["part"].to_numpy(dtype=np.int64))
-                cols["tokens"].append(frame["tokens"].to_numpy(dtype=np.int64))
-                for c in _LEDGER_TEXT:
-                    cols[c].append(frame[c].to_numpy(dtype=object))
-    if not cols["order"]:
-        return _empty_ledger()
-    flat = {k: np.concatenate(v) for k, v in cols.items()}
-    order = np.lexsort((flat["pos"], flat["action"], flat["order"]))
-    out = {k: v[order] for k, v in flat.items()}
-    n = len(order)
-    text = {k: pd.array(v, dtype=TEXT) for k, v in (
-        ("session", [session] * n), ("stage", out["stage"]),
-        ("action", np.where(out["action"] == 0, "hidden", "inserted").astype(object)),
-        ("role", out["role"]), ("kind", out["kind"]), ("tool_name", out["tool_name"]),
-        ("file_path", out["file_path"]), ("reason", out["reason"]))}
-    return pd.DataFrame({
-        "session": text["session"], "event": out["event"], "call": out["call"],
-        "stage": text["stage"], "action": text["action"], "part": out["part"],
-        "role": text["role"], "kind": text["kind"], "tool_name": text["tool_name"],
-        "file_path": text["file_path"], "tokens": out["tokens"], "reason": text["reason"]})
-
-
-_BEFORE = tuple(f"{k}_before" for k in ("system", "tools", "carried", "current", "history",
-                                          "prompt"))
-_AFTER = tuple(f"{k}_after" for k in ("system", "tools", "carried", "current", "history",
-                                        "prompt"))
-
-
-def _row(session: str, call: int, model: Any, input_total: Any, layers: dict[str, int],
-         total: int, limit: int, win: int, p: Pipeline, target_ratio: float) -> dict[str, Any]:
-    usage = total / limit if limit else np.inf
-    row: dict[str, Any] = {"session": session, "call": call, "model": model,
-                           "input_total": input_total, "tokens_before": total}
-    row.update(zip(_BEFORE, layers.values()))
-    row.update({"usage_before": usage, "limit_tokens": limit, "window_tokens": win})
-    row.update(zip(_AFTER, layers.values()))
-    row.update({"tokens_after": total, "usage_after": usage,
-                "target_tokens": int(target_ratio * limit), "triggered": False,
-                "compacted": False, "stages_used": "", "within_target": True,
-                "over_window": total > win,
-                "forced_final": p.on_over == "final" and total > limit, "note": ""})
-    if total > win:
-        row["note"] = (f"over the {win:,}-token window, but the trigger did not fire "
-                       f"(it measures {trigger_scope(p)})")
-    return row
-
-
-def _after(layers: dict[str, int], total: int, limit: int) -> dict[str, Any]:
-    out: dict[str, Any] = dict(zip(_AFTER, layers.values()))
-    out["tokens_after"] = int(total)
-    out["usage_after"] = total / limit if limit else np.inf
-    return out
 
 
 __all__ = ["Replay", "Settings", "replay"]

@@ -1,0 +1,237 @@
+"""The replay walk's bookkeeping: per-layer sums, the reported-usage anchor, rows, ledger.
+
+`ctxlab.replay` walks the calls of a session; this module holds what it keeps up to date
+on the way. `Sums` are the per-layer token sums of the visible parts, changed part by
+part as parts enter and leave; `Anchor` is the previous call's reported input for
+``trigger_on="reported"``; `call_row` and `after_values` are a call's row of
+``Replay.calls``; `ledger_rows` builds the ledger of a session's compactions in one go.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from ctxlab.engine import StageRun
+from ctxlab.layers import INJECTED_CONTEXT
+from ctxlab.pipeline import Pipeline, trigger_scope
+from ctxlab.schema import TEXT, Transcript
+from ctxlab.tokens.windows import resolve_window
+
+if TYPE_CHECKING:
+    from ctxlab.replay import Replay
+
+
+def categories(f: pd.DataFrame) -> np.ndarray:
+    """Layer category of every part that does not depend on the current turn."""
+    role = f["role"].to_numpy(dtype=object)
+    kind = f["kind"].to_numpy(dtype=object)
+    injected = f["content"].str.match(INJECTED_CONTEXT).to_numpy(dtype=bool, na_value=False)
+    cat = np.where(kind == "attachment", "attach", "other").astype(object)
+    cat[((role == "system") & ~np.isin(kind, ["summary", "marker"]))
+        | (injected & (role == "user") & (kind == "text"))] = "system"
+    cat[kind == "tool_schema"] = "tools"
+    return cat
+
+
+class Sums:
+    """Per-layer token sums of the visible parts of one session, updated part by part."""
+
+    def __init__(self, overhead: int) -> None:
+        self.overhead = overhead
+        self.system = self.tools = self.attach = self.other = 0
+        self.attach_turn: dict[int, int] = {}
+        self.other_turn: dict[int, int] = {}
+        self.msg_tokens: dict[int, int] = {}
+        self.msg_refs: dict[int, int] = {}
+        self.max_turn = 0
+
+    def add(self, cat: str, tokens: int, turn: int, msg: int, sign: int) -> None:
+        t = sign * tokens
+        if cat == "system":
+            self.system += t
+        elif cat == "tools":
+            self.tools += t
+        elif cat == "attach":
+            self.attach += t
+            self.attach_turn[turn] = self.attach_turn.get(turn, 0) + t
+        else:
+            self.other += t
+            self.other_turn[turn] = self.other_turn.get(turn, 0) + t
+            self.msg_tokens[msg] = self.msg_tokens.get(msg, 0) + t
+        self.msg_refs[msg] = self.msg_refs.get(msg, 0) + sign
+        if self.msg_refs[msg] == 0:
+            del self.msg_refs[msg]
+        if sign > 0 and turn > self.max_turn:
+            self.max_turn = turn
+
+    def layers(self, prompt_msg: int | None) -> dict[str, int]:
+        turn = self.max_turn
+        cur_a = self.attach_turn.get(turn, 0) if turn > 0 else 0
+        cur_o = self.other_turn.get(turn, 0) if turn > 0 else 0
+        prompt = self.msg_tokens.get(prompt_msg, 0) if (turn > 0 and prompt_msg is not None
+                                                        and prompt_msg in self.msg_refs) else 0
+        return {"system": self.system + self.overhead, "tools": self.tools,
+                "carried": self.attach - cur_a, "current": cur_a + cur_o - prompt,
+                "history": self.other - cur_o, "prompt": prompt}
+
+    @property
+    def messages(self) -> int:
+        return len(self.msg_refs)
+
+
+def empty_ledger() -> pd.DataFrame:
+    return pd.DataFrame(columns=["session", "event", "call", "stage", "action", "part", "role",
+                                 "kind", "tool_name", "file_path", "tokens", "reason"])
+
+
+class Anchor:
+    """The previous call's reported input, for ``trigger_on="reported"``.
+
+    Valid while the replayed request is still the logged one: before the log's first
+    recorded compaction (``until``) and before the replay's first event.
+    """
+
+    def __init__(self, until: float) -> None:
+        self.until = until
+        self.prev: tuple[int, int] | None = None  # (reported input, estimated total)
+        self.replayed = False
+
+    def checked(self, total: int) -> int | None:
+        """The trigger's measure at this call, or None when the estimate applies."""
+        if self.replayed or self.prev is None:
+            return None
+        return self.prev[0] + (total - self.prev[1])
+
+    def passed(self, end: float, input_total: Any, total: int) -> None:
+        """Remember a call that went out as logged."""
+        known = input_total is not None and not pd.isna(input_total)
+        self.prev = (int(input_total), int(total)) if known and end < self.until else None
+
+    def resume(self, previous: Replay, base: Transcript, session: str, first: int) -> None:
+        """Pick up from the calls a rewound replay kept."""
+        ev = previous.events
+        self.replayed = bool(len(ev) and (ev["session"] == session).any())
+        c = previous.calls
+        kept = c[(c["session"] == session) & (c["call"] < first)]
+        if len(kept) and not self.replayed:
+            last = kept.iloc[-1]
+            bc = base.calls
+            end = float(bc.loc[(bc["session"] == session) & (bc["call"] == last["call"]),
+                               "input_end_pos"].iloc[0])
+            self.passed(end, last["input_total"], int(last["tokens_before"]))
+
+
+def window_of(model: Any) -> int:
+    """The context window of a model (registry lookup, cached)."""
+    key = model if isinstance(model, str) else None
+    if key not in _WINDOWS:
+        _WINDOWS[key] = resolve_window(model=key).window_tokens
+    return _WINDOWS[key]
+
+
+_WINDOWS: dict[str | None, int] = {}
+
+
+def prompt_messages(f: pd.DataFrame) -> dict[int, int]:
+    """The prompt message (first user text message) of every turn."""
+    users = f[(f["role"] == "user") & (f["kind"] == "text")]
+    return {int(k): int(v) for k, v in users.groupby("turn")["msg"].min().items()}
+
+
+def apply_to_sums(sums: Sums, made: list[StageRun]) -> None:
+    """Take out of the sums what the runs hid and add what they inserted."""
+    for run in made:
+        for frame, sign in ((run.removed, -1), (run.added, +1)):
+            if frame is None or frame.empty:
+                continue
+            layer = frame["layer"].to_numpy(dtype=object)
+            kind = frame["kind"].to_numpy(dtype=object)
+            # the layer already says system and tools; the rest is attachment or other
+            cats = np.where(np.isin(layer, ["system", "tools"]), layer,
+                            np.where(kind == "attachment", "attach", "other"))
+            for cat, n, turn, msg in zip(cats.tolist(),
+                                         frame["tokens"].to_numpy(dtype=np.int64).tolist(),
+                                         frame["turn"].to_numpy(dtype=np.int64,
+                                                                na_value=0).tolist(),
+                                         frame["msg"].to_numpy(dtype=np.int64).tolist()):
+                sums.add(cat, n, turn, msg, sign)
+
+
+_LEDGER_TEXT = ("role", "kind", "tool_name", "file_path")
+
+
+def ledger_rows(session: str, compactions: list[tuple[int, list[StageRun]]]) -> pd.DataFrame:
+    """One row per part each compaction hid or inserted: per compaction the hidden parts
+    in position order, then the inserted ones (a part inserted and hidden in the same
+    compaction is in both)."""
+    cols: dict[str, list[np.ndarray]] = {k: [] for k in (
+        "order", "action", "pos", "event", "call", "stage", "reason", "part", "tokens",
+        *_LEDGER_TEXT)}
+    for i, (call, made) in enumerate(compactions):
+        for run in made:
+            for action, frame in ((0, run.removed), (1, run.added)):
+                if frame is None or frame.empty:
+                    continue
+                n = len(frame)
+                cols["order"].append(np.full(n, i))
+                cols["action"].append(np.full(n, action))
+                cols["pos"].append(frame["pos"].to_numpy(dtype=np.float64))
+                cols["event"].append(np.full(n, int(run.event)))
+                cols["call"].append(np.full(n, call))
+                cols["stage"].append(np.full(n, run.stage, dtype=object))
+                cols["reason"].append(np.full(n, run.reason, dtype=object))
+                cols["part"].append(frame["part"].to_numpy(dtype=np.int64))
+                cols["tokens"].append(frame["tokens"].to_numpy(dtype=np.int64))
+                for c in _LEDGER_TEXT:
+                    cols[c].append(frame[c].to_numpy(dtype=object))
+    if not cols["order"]:
+        return empty_ledger()
+    flat = {k: np.concatenate(v) for k, v in cols.items()}
+    order = np.lexsort((flat["pos"], flat["action"], flat["order"]))
+    out = {k: v[order] for k, v in flat.items()}
+    n = len(order)
+    text = {k: pd.array(v, dtype=TEXT) for k, v in (
+        ("session", [session] * n), ("stage", out["stage"]),
+        ("action", np.where(out["action"] == 0, "hidden", "inserted").astype(object)),
+        ("role", out["role"]), ("kind", out["kind"]), ("tool_name", out["tool_name"]),
+        ("file_path", out["file_path"]), ("reason", out["reason"]))}
+    return pd.DataFrame({
+        "session": text["session"], "event": out["event"], "call": out["call"],
+        "stage": text["stage"], "action": text["action"], "part": out["part"],
+        "role": text["role"], "kind": text["kind"], "tool_name": text["tool_name"],
+        "file_path": text["file_path"], "tokens": out["tokens"], "reason": text["reason"]})
+
+
+_BEFORE = tuple(f"{k}_before" for k in ("system", "tools", "carried", "current", "history",
+                                          "prompt"))
+_AFTER = tuple(f"{k}_after" for k in ("system", "tools", "carried", "current", "history",
+                                        "prompt"))
+
+
+def call_row(session: str, call: int, model: Any, input_total: Any, layers: dict[str, int],
+         total: int, limit: int, win: int, p: Pipeline, target_ratio: float) -> dict[str, Any]:
+    usage = total / limit if limit else np.inf
+    row: dict[str, Any] = {"session": session, "call": call, "model": model,
+                           "input_total": input_total, "tokens_before": total}
+    row.update(zip(_BEFORE, layers.values()))
+    row.update({"usage_before": usage, "limit_tokens": limit, "window_tokens": win})
+    row.update(zip(_AFTER, layers.values()))
+    row.update({"tokens_after": total, "usage_after": usage,
+                "target_tokens": int(target_ratio * limit), "triggered": False,
+                "compacted": False, "stages_used": "", "within_target": True,
+                "over_window": total > win,
+                "forced_final": p.on_over == "final" and total > limit, "note": ""})
+    if total > win:
+        row["note"] = (f"over the {win:,}-token window, but the trigger did not fire "
+                       f"(it measures {trigger_scope(p)})")
+    return row
+
+
+def after_values(layers: dict[str, int], total: int, limit: int) -> dict[str, Any]:
+    out: dict[str, Any] = dict(zip(_AFTER, layers.values()))
+    out["tokens_after"] = int(total)
+    out["usage_after"] = total / limit if limit else np.inf
+    return out
