@@ -255,3 +255,18 @@ def test_real_session_paths_mode_replaces_only_superseded_reads(coding):
     new = r.view.parts[r.view.parts["event"] == r.runs[0].event]
     assert sorted(new["tool_call_id"]) == sorted(hidden["tool_call_id"])
     assert (new["content"] == PLACEHOLDER).all()
+
+
+def test_paths_mode_a_later_whole_read_replaces_a_read_of_unknown_range():
+    """A read whose call is not in the request has an unknown range; a later whole-file read
+    of the same file replaces it (whole reads are None, never NaN, when no read in the
+    request is partial)."""
+    body = "x = 1\n" * 300
+    orphan = [("user", [("tool_result", body, {"tool_name": "Read", "tool_call_id": "gone",
+                                               "file_path": "a.py"})])]
+    t = _build(orphan + _read("w1", "a.py", body))
+    reads = Dedup(mode="paths")._reads(_view(t).parts)
+    assert [r[2] for r in reads] == ["?", None]
+    view, r = _run(t, Dedup(mode="paths"))
+    assert _hidden(r)["content"].tolist() == [body]
+    assert _hidden(r)["tool_call_id"].tolist() == ["gone"]

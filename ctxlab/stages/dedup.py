@@ -281,11 +281,7 @@ class Dedup(Stage):
             return []
         placeholder = equals(p, "content", self.placeholder)
         if self.mode == "paths":
-            # through file_reads' frame, as before: with no partial read in the request its
-            # ``range`` column is inferred as text, and whole-file reads (None) come back NaN
-            frame = file_reads(p)
-            reads = list(zip(frame["part"].tolist(), frame["path"].tolist(),
-                             frame["range"].tolist()))
+            reads = _file_reads(p)  # whole-file reads keep range None (a frame made it NaN)
         else:
             cand = np.flatnonzero(one_of(labels(p, "layer"), REGEX_LAYERS)
                                   & one_of(labels(p, "kind"), REGEX_KINDS) & ~placeholder)
