@@ -96,15 +96,10 @@ def build_view(t: Transcript, session: str, end_pos: float, estimator: Estimator
 
 
 def make_view(parts: pd.DataFrame, estimator: Estimator, budget: Budget, session: str,
-              call: int | None = None, tokens: np.ndarray | None = None) -> View:
-    """A view of a request's parts (in position order), counted and layered.
-
-    ``tokens``: the parts' counts when the caller has them already.
-    """
+              call: int | None = None) -> View:
+    """A view of a request's parts (in position order), counted and layered."""
     parts = parts.reset_index(drop=True)
-    if tokens is None:
-        tokens = estimator.count_parts(parts) if len(parts) else np.zeros(0, np.int64)
-    parts["tokens"] = np.asarray(tokens, dtype=np.int64)
+    parts["tokens"] = estimator.count_parts(parts) if len(parts) else np.zeros(0, np.int64)
     parts["layer"] = assign_layers(parts)
     return View(parts=parts, estimator=estimator,
                 window_tokens=budget.window_tokens, limit_tokens=budget.limit_tokens,
@@ -178,14 +173,10 @@ def run_on(history: SessionHistory, view: View, stages: Sequence[Stage], *, end_
     return view, runs
 
 
-def edited_view(view: View, hide: Sequence[int], inserted: pd.DataFrame) -> View:
-    """The view after an edit: hidden parts gone, inserted parts counted and placed."""
-    return edit_view(view, hide, inserted)[0]
-
-
 def edit_view(view: View, hide: Sequence[int],
               inserted: pd.DataFrame) -> tuple[View, pd.DataFrame, pd.DataFrame]:
-    """`edited_view`, and the rows the edit removed and added (with tokens and layer)."""
+    """The view after an edit (hidden parts gone, inserted parts counted and placed), and
+    the rows the edit removed and added (with tokens and layer)."""
     p = view.parts
     gone = np.isin(p["part"].to_numpy(dtype=np.int64), np.asarray(hide, dtype=np.int64))
     removed = p.iloc[np.flatnonzero(gone)]

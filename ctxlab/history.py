@@ -31,22 +31,6 @@ CONDENSING_STAGES = frozenset({"summarize", "reattach"})
 TRUNCATING_STAGES = frozenset({"truncate", "keep_last", "trim_history", "monologue"})
 
 
-def event_position(frame: pd.DataFrame, events: pd.DataFrame, end_pos: float) -> float:
-    """Where an event applied just before a call (input ending at ``end_pos``) sits.
-
-    After every part and earlier event below ``end_pos``, before ``end_pos``: the call
-    sees the event's result, the calls before it do not.
-    """
-    below = [float(frame["pos"][frame["pos"] < end_pos].max()) if len(frame) else -np.inf]
-    if len(events):
-        ev = events["pos"][events["pos"] < end_pos]
-        if len(ev):
-            below.append(float(ev.max()))
-    lo = max(b for b in below if np.isfinite(b)) if any(np.isfinite(b) for b in below) \
-        else end_pos - 1.0
-    return lo + (end_pos - lo) / 2.0
-
-
 class SessionHistory:
     """One session's parts and events while stages edit it, written back once.
 
@@ -86,8 +70,6 @@ class SessionHistory:
         self._new_pos_sorted: list[float] = []
         self._new_event_pos: list[float] = []
         self._events: list[dict[str, Any]] = []
-        self.hidden_parts: dict[int, list[int]] = {}    # event -> parts it hid
-        self.inserted_parts: dict[int, list[int]] = {}  # event -> parts it inserted
         self._meta: list[dict[str, Any]] = []
         self._new_all: pd.DataFrame | None = None   # inserted rows, hidden_by may be stale
         self._new_hidden_stale = False
@@ -109,7 +91,11 @@ class SessionHistory:
         return min(best, self._new_pos_sorted[j]) if j < len(self._new_pos_sorted) else best
 
     def event_position(self, end_pos: float) -> float:
-        """Where an event applied just before ``end_pos`` sits (see `event_position`)."""
+        """Where an event applied just before a call (input ending at ``end_pos``) sits.
+
+        After every part and earlier event below ``end_pos``, before ``end_pos``: the
+        call sees the event's result, the calls before it do not.
+        """
         below = [self._below(end_pos)]
         i = int(np.searchsorted(self._event_pos, end_pos, side="left"))
         if i:
@@ -178,9 +164,6 @@ class SessionHistory:
             self._new["hidden_by"][r] = event_id
             self.new_hi[r] = pos
         first = len(self.new_lo)
-        self.hidden_parts[event_id] = hide
-        self.inserted_parts[event_id] = list(range(self._next_part,
-                                                   self._next_part + len(edit.insert)))
         for i, (part, p) in enumerate(zip(edit.insert, positions)):
             self._add_row(part, p, edit.stage, event_id, i)
             self.new_lo.append(max(p, pos))
@@ -239,19 +222,6 @@ class SessionHistory:
             self._new_hidden_stale = False
         return self._new_all
 
-    def parts(self, part_ids: Any) -> pd.DataFrame:
-        """Rows of some parts of the session (original or inserted), in position order."""
-        ids = [int(p) for p in part_ids]
-        orig = [self._row_of[p] for p in ids if p in self._row_of]
-        new = [self._new_row_of[p] for p in ids if p in self._new_row_of]
-        frames = [self.frame.iloc[orig]] if orig else []
-        if new:
-            frames.append(self.new_frame().iloc[new])
-        if not frames:
-            return self.frame.iloc[:0]
-        out = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-        return by_position(out)
-
     def visible(self, end_pos: float) -> pd.DataFrame:
         """The parts a call whose input ends at ``end_pos`` sees, in position order."""
         rows = np.flatnonzero((self.lo < end_pos) & (end_pos <= self.hi))
@@ -262,10 +232,6 @@ class SessionHistory:
             if len(new):
                 out = pd.concat([out, self.new_frame().iloc[new]], ignore_index=True)
         return by_position(out)
-
-    @property
-    def events_made(self) -> int:
-        return len(self._events)
 
     def transcript(self) -> Transcript:
         """The transcript with every edit applied (built once per change)."""
