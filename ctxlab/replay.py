@@ -290,14 +290,11 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
             view = make_view(history.visible(end), est, budget, session, k)
             r = compact_view(history, view, p, end_pos=end, checked=reported)
             made = [run for run in r.runs if run.event is not None]
-            new_events = [int(run.event) for run in made]
             if made:
                 anchor.replayed = True
                 apply_to_sums(sums, made)
                 compactions.append((k, made))
-                for run in r.runs:
-                    if run.event is None:
-                        continue
+                for run in made:
                     events.append({"session": session, "event": int(run.event), "call": k,
                                    "stage": run.stage, "tokens_before": run.tokens_before,
                                    "tokens_after": run.tokens_after,
@@ -308,9 +305,9 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
                                    "grammar_after": run.grammar_after, "ms": run.ms,
                                    "reason": run.reason})
             after = sums.layers(prompt_of.get(sums.max_turn))
-            row.update(after_values(after, after_total := sum(after.values())
-                              + est.framing(sums.messages), limit))
-            row.update({"triggered": r.triggered, "compacted": bool(new_events),
+            after_total = sum(after.values()) + est.framing(sums.messages)
+            row.update(after_values(after, after_total, limit))
+            row.update({"triggered": r.triggered, "compacted": bool(made),
                         "stages_used": ",".join(r.stages_used),
                         "within_target": after_total <= r.target_tokens or not r.triggered,
                         "over_window": after_total > win,
