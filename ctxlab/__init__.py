@@ -22,6 +22,7 @@ from ctxlab.presets import preset, preset_names
 from ctxlab.replay import Replay, replay
 from ctxlab.schema import LoadReport, Transcript, validate
 from ctxlab.stages import stage
+from ctxlab.summarizers import summarizer
 from ctxlab.tokens import Estimator, estimator
 from ctxlab.tokens.accuracy import (compare_estimators_df, estimator_errors_df,
                                     reported_usage_df, usage_errors_df)
@@ -36,4 +37,4 @@ __all__ = ["Calibrated", "Calibration", "CompactResult", "ConfigError", "Corpus"
            "compare_estimators_df", "context_window", "discover", "effective_limit",
            "estimator", "estimator_errors_df", "fidelity_df", "layers_df", "load", "load_dir",
            "needed_recall_df", "preset", "preset_names", "replay", "reported_usage_df",
-           "retention_df", "stage", "usage_errors_df", "validate", "windows_df"]
+           "retention_df", "stage", "summarizer", "usage_errors_df", "validate", "windows_df"]

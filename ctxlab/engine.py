@@ -47,7 +47,8 @@ class StageRun:
     """One stage application: its event and what it did.
 
     ``removed`` and ``added`` are the view rows (with ``tokens`` and ``layer``) the
-    stage hid and inserted; None when it made no event.
+    stage hid and inserted; None when it made no event. ``failure`` is the kind of
+    backend failure that kept the stage from working (see `ctxlab.stages.base.Edit`).
     """
 
     stage: str
@@ -61,6 +62,7 @@ class StageRun:
     summarizer_calls: int
     ms: float
     reason: str
+    failure: str | None = None
     removed: pd.DataFrame | None = field(default=None, repr=False, compare=False)
     added: pd.DataFrame | None = field(default=None, repr=False, compare=False)
 
@@ -153,8 +155,10 @@ def run_on(history: SessionHistory, view: View, stages: Sequence[Stage], *, end_
             runs.append(StageRun(stage=st.name, event=None, tokens_before=before,
                                  tokens_after=before, hidden=0, inserted=0,
                                  grammar_before=grammar, grammar_after=grammar,
-                                 summarizer_calls=0, ms=1000 * (time.perf_counter() - t0),
-                                 reason=edit.reason if edit is not None else "nothing to do"))
+                                 summarizer_calls=len(edit.summarizer_calls) if edit else 0,
+                                 ms=1000 * (time.perf_counter() - t0),
+                                 reason=edit.reason if edit is not None else "nothing to do",
+                                 failure=edit.failure if edit is not None else None))
             continue
         event, inserted = history.apply(edit, end_pos=end_pos, trigger=trigger,
                                         pre_tokens=before, meta={"params": st.params()})

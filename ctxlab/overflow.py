@@ -39,7 +39,8 @@ if TYPE_CHECKING:
 
     from ctxlab.schema import Transcript
 
-__all__ = ["ERROR_KEYS", "NEUROLINK_PATTERNS", "OVERFLOW_PATTERNS", "PROBE_PATTERNS",
+__all__ = ["ERROR_KEYS", "LOCAL_PATTERNS", "NEUROLINK_PATTERNS", "OVERFLOW_PATTERNS",
+           "PROBE_PATTERNS",
            "OverflowMatch", "OverflowPattern", "error_texts", "find_overflows",
            "is_context_overflow", "overflow_provider", "scan_overflows"]
 
@@ -124,8 +125,16 @@ PROBE_PATTERNS: tuple[OverflowPattern, ...] = _patterns("seed 001", (
 ))
 """Seed 001's phrases; the three generic ones are marked ``provider="generic"``."""
 
-OVERFLOW_PATTERNS: tuple[OverflowPattern, ...] = NEUROLINK_PATTERNS + PROBE_PATTERNS
-"""Both seeds: seed 000's first, so its provider order decides."""
+LOCAL_PATTERNS: tuple[OverflowPattern, ...] = _patterns("ctxlab", (
+    ("llama.cpp", (r"exceeds? (?:the )?context window of \d+",
+                   r"exceeds the available context size")),
+))
+"""Local servers the seeds do not list: llama-cpp-python ("Requested tokens (5000) exceed
+context window of 4096") and llama.cpp's own server."""
+
+OVERFLOW_PATTERNS: tuple[OverflowPattern, ...] = NEUROLINK_PATTERNS + PROBE_PATTERNS + \
+    LOCAL_PATTERNS
+"""Both seeds (seed 000's first, so its provider order decides), then local servers."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -30,8 +30,8 @@ from ctxlab.layers import assign_layers
 from ctxlab.pipeline import (Pipeline, compact_view, pipeline_estimator, provider_for,
                              resolve_pipeline)
 from ctxlab.replay_state import (Anchor, Sums, after_values, apply_to_sums, call_row,
-                                 categories, empty_ledger, ledger_rows, prompt_messages,
-                                 window_of)
+                                 categories, empty_ledger, event_row, events_frame, ledger_rows,
+                                 prompt_messages, window_of)
 from ctxlab.schema import Transcript
 from ctxlab.tokens import Estimator, estimator as get_estimator
 
@@ -140,7 +140,9 @@ class Replay:
         rec = summarize_recall(self.recall())
         return {"pipeline": self.pipeline.name, "calls": len(c),
                 "compactions": int(c["triggered"].sum()) if len(c) else 0,
-                "events": len(self.events),
+                "events": int(self.events["event"].notna().sum()),
+                "failures": int(self.events["failure"].notna().sum())
+                if "failure" in self.events else 0,
                 "tokens_sent": int(c["tokens_after"].sum()) if len(c) else 0,
                 "peak_tokens": int(c["tokens_after"].max()) if len(c) else 0,
                 "peak_usage": float(c["usage_after"].max()) if len(c) else 0.0,
@@ -222,7 +224,7 @@ def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[st
             anchor.resume(previous, base, session, first)
         t = _walk_session(t, session, calls, settings, rows, events, ledger, anchor)
     calls_df = pd.DataFrame(rows)
-    events_df = pd.DataFrame(events)
+    events_df = events_frame(events)
     ledger_df = pd.concat(ledger, ignore_index=True) if ledger else empty_ledger()
     if previous is not None:
         calls_df = pd.concat([previous.calls, calls_df], ignore_index=True)
@@ -231,8 +233,6 @@ def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[st
         ledger_df = pd.concat([previous.ledger, ledger_df], ignore_index=True)
     if calls_df.empty:
         calls_df = pd.DataFrame(columns=["session", "call"])
-    if events_df.empty:
-        events_df = pd.DataFrame(columns=["session", "event", "call", "stage"])
     return Replay(base=base, transcript=t, calls=calls_df, events=events_df, ledger=ledger_df,
                   settings=settings, next_call={})
 
@@ -294,16 +294,9 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
                 anchor.replayed = True
                 apply_to_sums(sums, made)
                 compactions.append((k, made))
-                for run in made:
-                    events.append({"session": session, "event": int(run.event), "call": k,
-                                   "stage": run.stage, "tokens_before": run.tokens_before,
-                                   "tokens_after": run.tokens_after,
-                                   "tokens_saved": run.tokens_saved, "hidden": run.hidden,
-                                   "inserted": run.inserted,
-                                   "summarizer_calls": run.summarizer_calls,
-                                   "grammar_before": run.grammar_before,
-                                   "grammar_after": run.grammar_after, "ms": run.ms,
-                                   "reason": run.reason})
+            for run in r.runs:
+                if run.event is not None or run.failure is not None:
+                    events.append(event_row(session, k, run))
             after = sums.layers(prompt_of.get(sums.max_turn))
             after_total = sum(after.values()) + est.framing(sums.messages)
             row.update(after_values(after, after_total, limit))

@@ -235,3 +235,24 @@ def after_values(layers: dict[str, int], total: int, limit: int) -> dict[str, An
     out["tokens_after"] = int(total)
     out["usage_after"] = total / limit if limit else np.inf
     return out
+
+
+def event_row(session: str, call: int, run: Any) -> dict[str, Any]:
+    """One row of `Replay.events`: a stage application that made an event, or one whose
+    backend failed (``event`` NA, ``failure`` its kind, ``reason`` the error)."""
+    return {"session": session, "event": run.event, "call": call, "stage": run.stage,
+            "tokens_before": run.tokens_before, "tokens_after": run.tokens_after,
+            "tokens_saved": run.tokens_saved, "hidden": run.hidden, "inserted": run.inserted,
+            "summarizer_calls": run.summarizer_calls, "grammar_before": run.grammar_before,
+            "grammar_after": run.grammar_after, "ms": run.ms, "reason": run.reason,
+            "failure": run.failure}
+
+
+def events_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """`Replay.events` from `event_row` rows: ``event`` as Int64 (NA for failures)."""
+    if not rows:
+        return pd.DataFrame(columns=["session", "event", "call", "stage", "failure"])
+    df = pd.DataFrame(rows)
+    df["event"] = df["event"].astype("Int64")
+    df["failure"] = df["failure"].astype(TEXT)
+    return df

@@ -254,3 +254,18 @@ def test_loaded_usage_matches_the_writer(sidecar: dict[str, Any]):
     assert list(t.calls["output_tokens"]) == [u.output_tokens for u in usage]
     assert len(t.events) == 1 and sidecar["files"]["coding_session.jsonl"]["sessions"][0][
         "overhead_tokens"] == s.overhead_tokens
+
+
+def test_files_stop_growing_in_long_sessions():
+    from ctxlab._datagen.script import EDIT_GROWTH_CAP
+    s = datasets.generate_session("coding", 7, calls=900, compact_at=None, big_outputs=0)
+    reads: dict[str, list[int]] = {}
+    for m in s.messages:
+        for b in m.blocks:
+            meta = b.detail if b.type == "tool_result" else None
+            f = meta.get("file") if isinstance(meta, dict) else None
+            if isinstance(f, dict) and "numLines" in f:
+                reads.setdefault(f["filePath"], []).append(int(f["numLines"]))
+    grown = {p: max(n) - n[0] for p, n in reads.items() if len(n) > 1}
+    assert grown and max(grown.values()) <= EDIT_GROWTH_CAP + 6   # + import lines of features
+    assert max(grown.values()) >= EDIT_GROWTH_CAP // 2             # edits did pile up first

@@ -8,7 +8,7 @@ import sys
 
 # pyarrow is not listed: pandas 3 itself imports it when installed.
 HEAVY = ("matplotlib", "ipywidgets", "tiktoken", "tokenizers", "dask", "IPython",
-         "mistral_common", "transformers")
+         "mistral_common", "transformers", "openai", "anthropic", "llama_cpp")
 
 
 def _loaded_after(code: str) -> list[str]:
@@ -33,3 +33,10 @@ def test_public_api_is_curated():
     assert {"load", "load_dir", "discover", "Transcript", "LoadError"} <= set(ctxlab.__all__)
     for name in ctxlab.__all__:
         assert hasattr(ctxlab, name)
+
+
+def test_summarizer_registry_loads_no_sdk_until_a_request_is_sent():
+    code = ("import ctxlab\nfrom ctxlab.summarizers import names, summarizer\nnames()\n"
+            "summarizer('openai', model='m', base_url='http://127.0.0.1:9/v1')\n"
+            "summarizer('anthropic', model='m')")
+    assert _loaded_after(code) == []

@@ -39,6 +39,11 @@ SLUG = (("modular", "radiant", "drifting", "quiet", "brisk"),
         ("thompson", "music", "whisper", "lantern", "harbor"))
 
 
+EDIT_GROWTH_CAP = 40
+"""Lines a file may grow past its first version before edits start removing what earlier
+edits inserted (reached only in sessions of several hundred calls)."""
+
+
 class _Script:
     """Builds one session message by message; two seeded streams keep the text (``rng``)
     apart from ids and timing (``meta``)."""
@@ -56,6 +61,7 @@ class _Script:
         self.facts: dict[str, dict[str, Any]] = {}
         self.files: dict[str, str] = {}
         self.orig: dict[str, str] = {}
+        self.inserted: dict[str, list[tuple[str, str]]] = {}
         self.touched: dict[str, str] = {}
         self.prompts: list[str] = []
         self.errors: list[str] = []
@@ -181,7 +187,16 @@ class _Script:
                  "structuredPatch": [patch], "userModified": False, "replaceAll": False}, False)
 
     def _pick_edit(self, text: str, p: str) -> tuple[str, str]:
+        """An edit of ``p``: a statement inserted before a unique line, or — once the file
+        has grown `EDIT_GROWTH_CAP` lines past its first version — the removal of the oldest
+        statement an edit inserted, so that files in long sessions stop growing (real edits
+        delete as well as add)."""
         lines, in_doc, ok = text.split("\n"), False, []
+        grown = len(lines) - self.orig.get(p, text).count("\n") - 1
+        if grown >= EDIT_GROWTH_CAP:
+            undo = self._undo_insert(text, p)
+            if undo is not None:
+                return undo
         for i, line in enumerate(lines):
             if line.count('"""') % 2:
                 in_doc = not in_doc
@@ -203,7 +218,17 @@ class _Script:
              "started = time.monotonic()", 'metrics.incr("{n}.{v}")') if p.endswith(".py")
             else ('console.debug("[{n}] {v}");', "// keep the order stable for the table view",
                   'performance.mark("{n}-{v}");')))
+        self.inserted.setdefault(p, []).append((f"{pad}{stmt}\n{line}", line))
         return line, f"{pad}{stmt}\n{line}"
+
+    def _undo_insert(self, text: str, p: str) -> tuple[str, str] | None:
+        """Remove the oldest inserted statement that is still in ``text`` exactly once."""
+        queue = self.inserted.get(p, [])
+        while queue:
+            pair, line = queue.pop(0)
+            if text.count(pair) == 1:
+                return pair, line
+        return None
 
     def write(self, p: str, content: str) -> Tool:
         a = f"{self.root}/{p}"

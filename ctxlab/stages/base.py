@@ -305,6 +305,9 @@ class Edit:
         insert: parts to insert.
         details: numbers the stage reports (files deduplicated, messages removed...).
         summarizer_calls: summaries requested from a summarizer, with their token counts.
+        failure: when the stage could not do its work because a backend failed, the kind
+            of failure (`ctxlab.summarizers.base.ErrorKind`: ``"timeout"``, ``"overflow"``...);
+            the edit is then empty and ``reason`` says what happened.
     """
 
     stage: str
@@ -313,6 +316,7 @@ class Edit:
     insert: tuple[NewPart, ...] = ()
     details: Mapping[str, Any] = field(default_factory=dict)
     summarizer_calls: tuple[Mapping[str, Any], ...] = ()
+    failure: str | None = None
 
     @property
     def empty(self) -> bool:

@@ -165,7 +165,7 @@ class Summarize(Stage):
             summary = backend.summarize(p.iloc[rows[~is_prev]], previous=previous or None,
                                         budget_tokens=room, estimator=view.estimator)
         except SummarizerError as e:
-            return Edit(stage=self.name, reason=f"summarizer failed: {e}")
+            return Edit(stage=self.name, reason=f"summarizer failed: {e}", failure=e.kind)
         if not summary.text.strip():
             return Edit(stage=self.name, reason="summarizer returned an empty summary",
                         summarizer_calls=(summary.call_record(),))
@@ -229,7 +229,7 @@ class Summarize(Stage):
                 calls.append(reduced.call_record())
         except SummarizerError as e:
             return Edit(stage=self.name, reason=f"summarizer failed: {e}",
-                        summarizer_calls=tuple(calls))
+                        summarizer_calls=tuple(calls), failure=e.kind)
         if not maps:
             return Edit(stage=self.name, reason=f"{len(big)} blocks over {self.block_chars:,} "
                         f"characters, but no summary was smaller", summarizer_calls=tuple(calls))

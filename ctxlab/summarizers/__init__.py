@@ -13,12 +13,15 @@ instance of a name, or passes an instance through.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ctxlab.errors import ConfigError
 from ctxlab.registry import Registry
-from ctxlab.summarizers.base import (Summarizer, SummarizerError, Summary, render_parts,
-                                     tool_arguments)
+from ctxlab.summarizers.base import (DEFAULT_BUDGET_TOKENS, Summarizer, SummarizerError,
+                                     Summary, render_parts, tool_arguments)
 
-BUILTIN_MODULES: tuple[str, ...] = ("structured",)
+BUILTIN_MODULES: tuple[str, ...] = ("structured", "truncation", "openai_chat",
+                                    "anthropic_chat")
 
 REGISTRY: Registry[Summarizer] = Registry("summarizer", "ctxlab.summarizers", BUILTIN_MODULES,
                                           "ctxlab.summarizers", Summarizer,
@@ -46,25 +49,38 @@ def names() -> list[str]:
     return REGISTRY.names()
 
 
-def summarizer(spec: str | Summarizer) -> Summarizer:
-    """The summarizer registered under a name, or the instance itself.
+def summarizer(spec: str | Summarizer, **options: Any) -> Summarizer:
+    """The summarizer registered under a name, or the instance itself; with ``options``,
+    that backend configured by them (registered under a name derived from the options, so
+    a pipeline can refer to it and asking again returns the same instance).
 
     Raises:
-        ConfigError: unknown name (the message lists the known ones), or not a name.
+        ConfigError: unknown name (the message lists the known ones), not a name,
+            options given with an instance, or options the backend does not take.
 
     Example:
         >>> summarizer("gpt-9")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ctxlab.errors.ConfigError: unknown summarizer 'gpt-9'; known: ...structured
+        ctxlab.errors.ConfigError: unknown summarizer 'gpt-9'; known: ...structured...
+        >>> summarizer("openai", model="gpt-4.1-mini").name
+        'openai[model=gpt-4.1-mini]'
     """
     if isinstance(spec, Summarizer):
+        if options:
+            raise ConfigError(f"options ({', '.join(sorted(options))}) go with a summarizer "
+                              f"name, not an instance")
         return spec
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigError(f"a summarizer is a name such as 'structured' or a Summarizer, not "
                           f"{spec!r}; known: {', '.join(names())}")
-    return REGISTRY.get(spec.strip())
+    base = REGISTRY.get(spec.strip())
+    if not options:
+        return base
+    configured = base.with_options(**options)
+    existing = REGISTRY.find(configured.name)
+    return existing if existing is not None else register(configured)
 
 
-__all__ = ["REGISTRY", "Summarizer", "SummarizerError", "Summary", "names", "register",
-           "render_parts", "summarizer", "tool_arguments", "unregister"]
+__all__ = ["DEFAULT_BUDGET_TOKENS", "REGISTRY", "Summarizer", "SummarizerError", "Summary",
+           "names", "register", "render_parts", "summarizer", "tool_arguments", "unregister"]

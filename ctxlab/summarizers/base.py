@@ -14,16 +14,44 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import pandas as pd
 
-from ctxlab.errors import CtxlabError
+from ctxlab.errors import ConfigError, CtxlabError
 from ctxlab.tokens.base import Estimator
 
 
+ErrorKind = Literal["timeout", "http", "overflow", "connection", "empty", "missing", "config",
+                   "backend"]
+"""Why a summarizer failed: the request timed out; the server answered an HTTP error; the
+prompt did not fit the model's context; the server could not be reached; the model
+returned nothing; a recorded response is missing (replay mode); bad options; anything else
+the backend raised."""
+
+DEFAULT_BUDGET_TOKENS = 2000
+"""Summary budget when a caller gives none (`Summarizer.summarize` called by hand)."""
+
+
 class SummarizerError(CtxlabError):
-    """A summarizer could not produce a summary (model error, timeout, bad response...)."""
+    """A summarizer could not produce a summary (model error, timeout, bad response...).
+
+    Attributes:
+        kind: why (see `ErrorKind`); callers such as the summarize stage record it.
+        status: the HTTP status of the failed request, when there was one.
+
+    Example:
+        >>> e = SummarizerError("openai (gpt-4o-mini): HTTP 503 Service Unavailable",
+        ...                     kind="http", status=503)
+        >>> e.kind, e.status, str(e)
+        ('http', 503, 'openai (gpt-4o-mini): HTTP 503 Service Unavailable')
+    """
+
+    def __init__(self, message: str, *, kind: ErrorKind = "backend",
+                 status: int | None = None) -> None:
+        super().__init__(message)
+        self.kind: ErrorKind = kind
+        self.status = status
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,8 +102,9 @@ class Summarizer(ABC):
     model: str = ""
 
     @abstractmethod
-    def summarize(self, parts: pd.DataFrame, *, previous: str | None, budget_tokens: int,
-                  estimator: Estimator) -> Summary:
+    def summarize(self, parts: pd.DataFrame, previous: str | None = None, *,
+                  budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+                  estimator: Estimator | str | None = None) -> Summary:
         """Summarize ``parts`` (rows of the part frame, in position order).
 
         Args:
@@ -84,14 +113,41 @@ class Summarizer(ABC):
                 when only ``previous`` is to be condensed.
             previous: an earlier summary to merge (its facts are kept), or None.
             budget_tokens: the summary must not exceed this many tokens of ``estimator``.
-            estimator: counts tokens of the summary (and of the input, for reporting).
+            estimator: counts tokens of the summary (and of the input, for reporting);
+                a spec or an instance (default ``chars:4``, see `resolve_estimator`).
 
         Raises:
             SummarizerError: the backend failed.
         """
 
+    def with_options(self, **options: Any) -> Summarizer:
+        """A new instance of this backend configured by ``options`` (see
+        `ctxlab.summarizers.summarizer`); backends without options refuse any.
+
+        Raises:
+            ConfigError: this backend takes no options, or one of them is unknown or bad.
+        """
+        raise ConfigError(f"summarizer {self.name!r} takes no options "
+                          f"(got {', '.join(sorted(options))})")
+
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} model={self.model!r}>"
+
+
+def resolve_estimator(estimator: Estimator | str | None) -> Estimator:
+    """The estimator a summarizer counts with: an instance as given, a spec through
+    `ctxlab.tokens.estimator`, None as ``chars:4``."""
+    if isinstance(estimator, Estimator):
+        return estimator
+    from ctxlab.tokens import estimator as make
+    return make(estimator or "chars:4")
+
+
+def input_tokens(parts: pd.DataFrame, previous: str | None, estimator: Estimator) -> int:
+    """Tokens a summarizer reads: the parts' contents and the previous summary."""
+    texts = (parts["content"].fillna("").tolist() if "content" in parts else []) + \
+        ([previous] if previous else [])
+    return int(estimator.count(texts).sum()) if texts else 0
 
 
 def _label(role: Any, kind: Any, tool_name: Any) -> str:

@@ -43,7 +43,8 @@ import pandas as pd
 
 from ctxlab import summarizers
 from ctxlab.errors import ConfigError
-from ctxlab.summarizers.base import Summarizer, Summary
+from ctxlab.summarizers.base import (DEFAULT_BUDGET_TOKENS, Summarizer, Summary,
+                                     resolve_estimator)
 from ctxlab.tokens.base import Estimator
 
 CLAUDE_CODE_PREAMBLE = ("This session is being continued from a previous conversation that "
@@ -107,8 +108,10 @@ class Recorded(Summarizer):
                 return p
         return None
 
-    def summarize(self, parts: pd.DataFrame, *, previous: str | None, budget_tokens: int,
-                  estimator: Estimator) -> Summary:
+    def summarize(self, parts: pd.DataFrame, previous: str | None = None, *,
+                  budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+                  estimator: Estimator | str | None = None) -> Summary:
+        estimator = resolve_estimator(estimator)
         point = self.point_for(parts)
         if point is None:
             return summarizers.summarizer(self.fallback).summarize(

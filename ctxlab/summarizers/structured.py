@@ -28,7 +28,8 @@ from typing import Any
 import pandas as pd
 
 from ctxlab.summarizers import register
-from ctxlab.summarizers.base import Summarizer, Summary, tool_arguments
+from ctxlab.summarizers.base import (DEFAULT_BUDGET_TOKENS, Summarizer, Summary, input_tokens,
+                                     resolve_estimator, tool_arguments)
 from ctxlab.tokens.base import Estimator
 
 TITLES: tuple[str, ...] = ("Primary Request and Intent", "Key Technical Concepts",
@@ -430,12 +431,12 @@ class Structured(Summarizer):
     name = "structured"
     model = "extractive"
 
-    def summarize(self, parts: pd.DataFrame, *, previous: str | None, budget_tokens: int,
-                  estimator: Estimator) -> Summary:
+    def summarize(self, parts: pd.DataFrame, previous: str | None = None, *,
+                  budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+                  estimator: Estimator | str | None = None) -> Summary:
+        estimator = resolve_estimator(estimator)
         text = fit(extract(parts, previous), max(0, int(budget_tokens)), estimator)
-        inputs = (parts["content"].fillna("").tolist() if "content" in parts else []) + \
-            ([previous] if previous else [])
-        return Summary(text=text, input_tokens=int(estimator.count(inputs).sum()),
+        return Summary(text=text, input_tokens=input_tokens(parts, previous, estimator),
                        output_tokens=int(estimator.count([text])[0]), ms=0.0,
                        backend=self.name, model=self.model)
 
