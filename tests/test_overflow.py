@@ -12,6 +12,7 @@ from ctxlab.errors import ConfigError
 from ctxlab.loaders.builder import SessionBuilder, assemble
 from ctxlab.loaders.records import RecordLog
 from ctxlab.overflow import (
+    LOCAL_PATTERNS,
     NEUROLINK_PATTERNS,
     OVERFLOW_PATTERNS,
     PROBE_PATTERNS,
@@ -109,8 +110,12 @@ def test_pattern_tables() -> None:
     assert len(NEUROLINK_PATTERNS) == 15 and not any(p.generic for p in NEUROLINK_PATTERNS)
     assert [p.pattern for p in PROBE_PATTERNS if p.generic] == [
         "tokens exceed", "too long", "over limit"]
-    assert OVERFLOW_PATTERNS == NEUROLINK_PATTERNS + PROBE_PATTERNS
-    assert {p.source for p in OVERFLOW_PATTERNS} == {"seed 000", "seed 001"}
+    assert OVERFLOW_PATTERNS == NEUROLINK_PATTERNS + PROBE_PATTERNS + LOCAL_PATTERNS
+    assert {p.source for p in OVERFLOW_PATTERNS} == {"seed 000", "seed 001", "ctxlab"}
+    assert {p.provider for p in LOCAL_PATTERNS} == {"llama.cpp"}
+    assert overflow_provider("Requested tokens (9000) exceed context window of 4096") == \
+        "llama.cpp"
+    assert overflow_provider("the request exceeds the available context size") == "llama.cpp"
 
 
 def test_pattern_sets_reproduce_each_seed() -> None:

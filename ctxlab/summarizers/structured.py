@@ -21,21 +21,22 @@ import functools
 import itertools
 import re
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
 from ctxlab.summarizers import register
-from ctxlab.summarizers.base import (DEFAULT_BUDGET_TOKENS, Summarizer, Summary, input_tokens,
-                                     resolve_estimator, tool_arguments)
+from ctxlab.summarizers.base import (
+    DEFAULT_BUDGET_TOKENS,
+    Summarizer,
+    Summary,
+    input_tokens,
+    resolve_estimator,
+    tool_arguments,
+)
+from ctxlab.summarizers.notes import TITLES, _cut, _Entry, _Notes, fit
 from ctxlab.tokens.base import Estimator
 
-TITLES: tuple[str, ...] = ("Primary Request and Intent", "Key Technical Concepts",
-                           "Files and Code Sections", "Errors and fixes", "Problem Solving",
-                           "All user messages", "Pending Tasks", "Current Work",
-                           "Optional Next Step")
 _LANGS = {"py": "Python", "ts": "TypeScript", "tsx": "TypeScript (React)", "js": "JavaScript",
           "jsx": "JavaScript (React)", "rs": "Rust", "go": "Go", "java": "Java", "rb": "Ruby",
           "sql": "SQL", "json": "JSON", "toml": "TOML", "yaml": "YAML", "yml": "YAML",
@@ -57,10 +58,14 @@ _ASK = re.compile(r"(?i)^(?:please|can you|could you|would you|we need|i need|i 
 _WANT = re.compile(r"(?i)\b(?:i|we) (?:want|need|would like) to\b")
 _NEXT = re.compile(r"(?i)^(?:i'll|i will|let me|next,? |now i|i'm going to|then i)")
 _OUTLINE = re.compile(r"^(?:(?:async\s+)?(?:def|class|function|interface|fn|func)\s+\w+|#{1,3} )")
+_PATH_IN_OUTPUT = re.compile(r"(?<![\w/.~:-])(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w-]+(?:\.[\w-]+)*"
+                             r"\.[A-Za-z][A-Za-z0-9]{0,4}\b(?![/(])")
 _HEADING = re.compile(r"^\s*(\d)\.\s+(.+?)\s*:\s*$")
+_PATH = re.compile(r"^`?((?:/|\./|~/|[\w.-]+/)[^\s`()]+|[\w.-]+\.\w{1,6})`?(?:\s*\(([^)]*)\))?")
+_TIERS = {1: 4, 2: 2, 3: 5, 4: 4, 5: 1, 6: 2, 7: 2, 8: 3, 9: 5}
+_SUFFIX = re.compile(r"^(.*\S)\s+\(([^()]*)\)$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 _LINE_NO = re.compile(r"^\s*\d+(?:→|\t)")
-_PATH = re.compile(r"^`?((?:/|\./|~/|[\w.-]+/)[^\s`()]+|[\w.-]+\.\w{1,6})`?(?:\s*\(([^)]*)\))?")
 _E_PREFIX, _PERCENT = re.compile(r"^E\s+"), re.compile(r"\s*\[\s*\d+%\]$")
 _LIST_MARK = re.compile(r"^\s*(?:[-*]|\d+\.)\s+")
 # Every match of _ERROR (of _PENDING) holds one of these words, in any case; every match of
@@ -79,12 +84,6 @@ def _may_hold(text: str, words: tuple[str, ...]) -> bool:
         return True
     low = text.lower()
     return any(w in low for w in words)
-
-
-def _cut(text: str, chars: int) -> str:
-    """One line of at most ``chars`` characters (an ellipsis marks a cut)."""
-    text = " ".join(text.split())
-    return text if len(text) <= chars else text[: chars - 1].rstrip() + "…"
 
 
 @functools.lru_cache(maxsize=1024)
@@ -124,57 +123,9 @@ def error_lines(text: str, limit: int = 3) -> list[str]:
     return out
 
 
-_TIERS = {1: 4, 2: 2, 3: 5, 4: 4, 5: 1, 6: 2, 7: 2, 8: 3, 9: 5}
-_SUFFIX = re.compile(r"^(.*\S)\s+\(([^()]*)\)$")
 
 
-@dataclass(slots=True)
-class _Entry:
-    section: int
-    text: str
-    tier: int
-    order: int
-    ops: list[str] = field(default_factory=list)
-
-    def render(self) -> str:
-        if not self.ops:
-            return self.text
-        ops = self.ops if len(self.ops) <= 3 else [self.ops[0], "…", *self.ops[-2:]]
-        return f"{self.text} ({(', ' if self.section == 3 else '; ').join(ops)})"
-
-
-class _Notes:
-    """Entries per section, keyed for merging; ``order`` is age (oldest first)."""
-
-    def __init__(self) -> None:
-        self.entries: dict[tuple[int, str], _Entry] = {}
-        self.count = 0
-
-    def add(self, section: int, text: str, tier: int, *, key: str | None = None,
-            ops: tuple[str, ...] = ()) -> _Entry:
-        k = (section, " ".join((key or text).split()).strip('"`').lower())
-        entry = self.entries.get(k)
-        if entry is None:
-            self.count += 1
-            entry = self.entries[k] = _Entry(section=section, text=text, tier=tier,
-                                             order=self.count)
-        entry.tier = max(entry.tier, tier)
-        entry.ops.extend(op for op in dict.fromkeys(ops) if op and op not in entry.ops)
-        return entry
-
-    def of(self, section: int) -> list[_Entry]:
-        return [e for e in self.entries.values() if e.section == section]
-
-    def render(self, skip: frozenset[int] = frozenset()) -> str:
-        lines: list[str] = []
-        for s, title in enumerate(TITLES, start=1):
-            lines.append(f"{s}. {title}:")
-            body = [f"- {e.render()}" for e in self.of(s) if e.order not in skip]
-            lines.extend(body or ["- (none)"])
-        return "\n".join(lines)
-
-
-def _merge_previous(notes: _Notes, previous: str) -> None:
+def merge_previous(notes: _Notes, previous: str) -> None:
     """Add the entries of an earlier summary (this format, Claude Code's, or free text)."""
     section, fenced, structured = 0, False, False
     titles = {t.lower() for t in TITLES}
@@ -334,6 +285,11 @@ class _Extraction:
             done = self.edits_since.pop(what, [])
             self.failing.pop(what).ops.append(f"fixed by editing {', '.join(done[:3])}"
                                               if done else "passed on a later run")
+        if op != "read" and "/" in text:                # paths a listing or search showed
+            found = itertools.islice(_PATH_IN_OUTPUT.finditer(text[:20_000]), 200)
+            for seen in dict.fromkeys(m.group() for m in found):
+                if self.notes.key(3, seen) not in self.notes.entries:  # touched files stay
+                    self.notes.add(3, seen, 1, ops=("listed",))
         if op == "read" and path:
             lines = (_LINE_NO.sub("", ln).strip() for ln in text.splitlines()[:2000])
             for line in itertools.islice((ln for ln in lines if _OUTLINE.match(ln)), 4):
@@ -368,45 +324,11 @@ def extract(parts: pd.DataFrame, previous: str | None = None) -> _Notes:
     earlier = [e for e in [previous or ""] + [r["content"] for r in rows
                                                if r["kind"] == "summary"] if e]
     if earlier:
-        _merge_previous(notes, "\n".join(earlier))
+        merge_previous(notes, "\n".join(earlier))
     run = _Extraction(notes, rows)
     for r in rows:
         run.row(r)
     return run.finish()
-
-
-def fit(notes: _Notes, budget_tokens: int, estimator: Estimator) -> str:
-    """Render ``notes`` within ``budget_tokens``: drop entries least important first
-    (lowest tier, oldest first), then cut the text if even the headings do not fit."""
-
-    def tokens(text: str) -> int:
-        return int(estimator.count([text])[0])
-
-    first = min((e.order for e in notes.of(1)), default=0)
-    drop = [e.order for e in sorted(notes.entries.values(),
-                                    key=lambda e: (e.tier, e.order == first, e.order))]
-
-    def render(k: int) -> str:
-        return notes.render(frozenset(drop[:k]))
-
-    lo, hi = 0, len(drop)          # the fewest dropped entries that fit the budget
-    while lo < hi:
-        mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if tokens(render(mid)) <= budget_tokens else (mid + 1, hi)
-    text = render(lo)
-    return text if tokens(text) <= budget_tokens else _truncate(text, budget_tokens, tokens)
-
-
-def _truncate(text: str, budget_tokens: int, tokens: Callable[[str], int]) -> str:
-    """The longest head of ``text`` (with an ellipsis) within the budget, or ``""``."""
-    lo, hi = 0, len(text)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if tokens(text[:mid] + "…") <= budget_tokens:
-            lo = mid
-        else:
-            hi = mid - 1
-    return text[:lo] + "…" if lo and tokens(text[:lo] + "…") <= budget_tokens else ""
 
 
 class Structured(Summarizer):
