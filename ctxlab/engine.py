@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,7 @@ import pandas as pd
 from ctxlab.history import SessionHistory
 from ctxlab.layers import assign_layers
 from ctxlab.schema import Transcript
-from ctxlab.stages.base import Stage, View
+from ctxlab.stages.base import Edit, Stage, View
 from ctxlab.stages.grammar import grammar_counts
 from ctxlab.tokens.base import Estimator
 from ctxlab.visibility import part_spans
@@ -49,6 +50,8 @@ class StageRun:
     ``removed`` and ``added`` are the view rows (with ``tokens`` and ``layer``) the
     stage hid and inserted; None when it made no event. ``failure`` is the kind of
     backend failure that kept the stage from working (see `ctxlab.stages.base.Edit`).
+    ``summarizer_*`` sum the summarizer calls the stage made (tokens read and written,
+    backend time).
     """
 
     stage: str
@@ -63,6 +66,9 @@ class StageRun:
     ms: float
     reason: str
     failure: str | None = None
+    summarizer_input_tokens: int = 0
+    summarizer_output_tokens: int = 0
+    summarizer_ms: float = 0.0
     removed: pd.DataFrame | None = field(default=None, repr=False, compare=False)
     added: pd.DataFrame | None = field(default=None, repr=False, compare=False)
 
@@ -158,7 +164,8 @@ def run_on(history: SessionHistory, view: View, stages: Sequence[Stage], *, end_
                                  summarizer_calls=len(edit.summarizer_calls) if edit else 0,
                                  ms=1000 * (time.perf_counter() - t0),
                                  reason=edit.reason if edit is not None else "nothing to do",
-                                 failure=edit.failure if edit is not None else None))
+                                 failure=edit.failure if edit is not None else None,
+                                 **summarizer_totals(edit)))
             continue
         event, inserted = history.apply(edit, end_pos=end_pos, trigger=trigger,
                                         pre_tokens=before, meta={"params": st.params()})
@@ -171,10 +178,19 @@ def run_on(history: SessionHistory, view: View, stages: Sequence[Stage], *, end_
                              inserted=len(edit.insert), grammar_before=grammar,
                              grammar_after=g_after,
                              summarizer_calls=len(edit.summarizer_calls),
+                             **summarizer_totals(edit),
                              ms=1000 * (time.perf_counter() - t0), reason=edit.reason,
                              removed=removed, added=added))
         grammar = g_after
     return view, runs
+
+
+def summarizer_totals(edit: Edit | None) -> dict[str, Any]:
+    """What an edit's summarizer calls cost, summed (the ``summarizer_*`` of `StageRun`)."""
+    calls = edit.summarizer_calls if edit is not None else ()
+    return {"summarizer_input_tokens": sum(int(c.get("input_tokens", 0)) for c in calls),
+            "summarizer_output_tokens": sum(int(c.get("output_tokens", 0)) for c in calls),
+            "summarizer_ms": float(sum(float(c.get("ms", 0.0)) for c in calls))}
 
 
 def edit_view(view: View, hide: Sequence[int],

@@ -243,7 +243,10 @@ def event_row(session: str, call: int, run: Any) -> dict[str, Any]:
     return {"session": session, "event": run.event, "call": call, "stage": run.stage,
             "tokens_before": run.tokens_before, "tokens_after": run.tokens_after,
             "tokens_saved": run.tokens_saved, "hidden": run.hidden, "inserted": run.inserted,
-            "summarizer_calls": run.summarizer_calls, "grammar_before": run.grammar_before,
+            "summarizer_calls": run.summarizer_calls,
+            "summarizer_input_tokens": run.summarizer_input_tokens,
+            "summarizer_output_tokens": run.summarizer_output_tokens,
+            "summarizer_ms": run.summarizer_ms, "grammar_before": run.grammar_before,
             "grammar_after": run.grammar_after, "ms": run.ms, "reason": run.reason,
             "failure": run.failure}
 

@@ -328,3 +328,22 @@ def test_error_answers_are_recorded_and_raised_again_on_replay(tmp_path: Path):
         openai_backend(flaky, cache=tmp_path / "t.jsonl").summarize(
             PARTS, budget_tokens=100, estimator=CHARS4)
     assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_every_summarizer_call_is_in_the_replays_events_with_tokens_and_time():
+    srv = Server(lambda r: httpx.Response(200, json=completion("1. Primary Request: x", 4321, 9)))
+    s = summarizer("openai", model="m", base_url="http://llm.test/v1", api_key="k",
+                   max_retries=0, http_client=srv.client(), name="openai-test-ok")
+    try:
+        t = ctxlab.load(datasets.path("coding_session"))
+        p = Pipeline(name="summarize", threshold=0.5, target=0.3, limit="window",
+                     estimator="chars:4", stages=stages_from([("summarize",
+                                                               {"summarizer": s.name})]))
+        r = ctxlab.replay(t, p, window=120_000)
+    finally:
+        unregister(s.name)
+    ev = r.events[r.events["stage"] == "summarize"]
+    assert len(ev) == len(srv.requests) >= 1 and ev["event"].notna().all()
+    assert (ev["summarizer_calls"] == 1).all() and (ev["summarizer_input_tokens"] == 4321).all()
+    assert (ev["summarizer_output_tokens"] == int(CHARS4.count(["1. Primary Request: x"])[0])).all()
+    assert (ev["summarizer_ms"] > 0).all()
