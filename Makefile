@@ -18,13 +18,11 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-# Main job on the bundled default data set.
+# Main job: replay the bundled coding session under the neurolink preset and write one
+# self-contained HTML report (summary, plots, events, ledger, fidelity); prints its path.
 demo: $(STAMP)
-	$(VENV)/bin/ctxlab info datasets/coding_session.jsonl
-	@echo
-	$(VENV)/bin/ctxlab info datasets/
-	@echo
-	$(VENV)/bin/ctxlab estimators datasets/coding_session.jsonl
+	$(VENV)/bin/ctxlab report datasets/coding_session.jsonl --preset neurolink \
+	    -o reports/demo.html
 
 # Every test: unit, golden (real logs in ../shared/realdata, skipped when absent),
 # doctests, and the notebooks under nbval.

@@ -28,6 +28,7 @@ from ctxlab.tokens.accuracy import (compare_estimators_df, estimator_errors_df,
                                     reported_usage_df, usage_errors_df)
 from ctxlab.tokens.calibration import Calibrated, Calibration, calibrate
 from ctxlab.tokens.windows import context_window, effective_limit, windows_df
+from ctxlab.viz.report import report
 
 __version__ = "0.1.0"
 
@@ -36,5 +37,5 @@ __all__ = ["Calibrated", "Calibration", "CompactResult", "ConfigError", "Corpus"
            "SchemaError", "Transcript", "__version__", "calibrate", "compact",
            "compare_estimators_df", "context_window", "discover", "effective_limit",
            "estimator", "estimator_errors_df", "fidelity_df", "layers_df", "load", "load_dir",
-           "needed_recall_df", "preset", "preset_names", "replay", "reported_usage_df",
+           "needed_recall_df", "preset", "preset_names", "replay", "report", "reported_usage_df",
            "retention_df", "stage", "summarizer", "usage_errors_df", "validate", "windows_df"]

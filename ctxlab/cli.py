@@ -4,19 +4,28 @@
     ctxlab convert PATH -o OUT  save a log as ctxlab Parquet (loads back exactly)
     ctxlab estimators PATH      how wrong each token estimator is, by content class and
                                 against the usage the provider reported
+    ctxlab replay LOG           replay a compaction pipeline over a log: summary and events
+    ctxlab report LOG -o OUT    the same as one self-contained HTML page (plots, ledger,
+                                fidelity against reported usage)
 
 examples:
+    ctxlab info datasets/
+    ctxlab replay datasets/coding_session.jsonl --preset neurolink --window 200k
+    ctxlab report datasets/coding_session.jsonl --preset claude-code -o report.html
+    ctxlab report session.jsonl --preset neuron -o shared.html --redact
     ctxlab estimators datasets/ -e chars:4 -e neurolink:anthropic -e neuron
     ctxlab estimators session.jsonl --reference tiktoken:cl100k_base --calibrate cal.json
     ctxlab estimators --list
-"""
+
+Run ``ctxlab COMMAND --help`` for a command's options and examples."""
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import pandas as pd
 
@@ -24,8 +33,12 @@ from ctxlab.errors import ConfigError, CtxlabError
 from ctxlab.loaders import load, load_dir
 from ctxlab.loaders.corpus import Corpus
 from ctxlab.overview import parts_by_role_kind_df, sessions_df, usage_summary
+from ctxlab.presets import preset_names
 from ctxlab.schema import Transcript
 from ctxlab.tokens import Estimator
+
+if TYPE_CHECKING:
+    from ctxlab.replay import Replay
 
 MAX_SKIPPED_SHOWN = 20
 
@@ -157,6 +170,161 @@ def _cmd_estimators(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_EVENTS_SHOWN = 40
+REASON_CHARS = 90
+_WINDOW = re.compile(r"(\d[\d_,]*)([km]?)", re.I)
+
+
+def parse_window(text: str | None) -> int | None:
+    """``--window``: tokens as ``200000``, ``200_000``, ``200k`` or ``1m``; None: per model.
+
+    Example:
+        >>> parse_window("200k"), parse_window("1_048_576"), parse_window(None)
+        (200000, 1048576, None)
+    """
+    if text is None:
+        return None
+    m = _WINDOW.fullmatch(text.strip())
+    n = int(m.group(1).replace("_", "").replace(",", "")) * {"": 1, "k": 1_000, "m": 1_000_000}[
+        m.group(2).lower()] if m else 0
+    if n <= 0:
+        raise ConfigError(f"bad --window {text!r}: give the context window in tokens, "
+                          f"e.g. 200000 or 200k")
+    return n
+
+
+class _Steps:
+    """A tqdm bar over a command's steps, on a terminal only (none without tqdm)."""
+
+    def __init__(self, total: int) -> None:
+        try:
+            from tqdm import tqdm
+        except ImportError:
+            self.bar: Any = None
+        else:
+            self.bar = tqdm(total=total, disable=None, leave=False, file=sys.stderr,
+                            bar_format="{desc:<32} {bar:24} {n}/{total} [{elapsed}]")
+        self.started = False
+
+    def next(self, desc: str) -> None:
+        if self.bar is not None:
+            if self.started:
+                self.bar.update(1)
+            self.bar.set_description_str(desc)
+            self.started = True
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _load_log(args: argparse.Namespace) -> Transcript:
+    path = Path(args.path)
+    if path.is_dir():
+        raise ConfigError(f"{path} is a folder; {args.command} takes one log file "
+                          f"(ctxlab info {path} lists the logs in it)")
+    return load(path, format=args.format, strict=args.strict, sidechains=args.sidechains)
+
+
+def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay]:
+    from ctxlab.pipeline import resolve_pipeline
+    from ctxlab.replay import replay
+
+    window = parse_window(args.window)
+    pipeline = resolve_pipeline(args.preset)  # a bad name fails before the log is read
+    steps.next(f"loading {Path(args.path).name}")
+    t = _load_log(args)
+    if t.calls.empty:
+        raise ConfigError(f"{args.path}: the log has no LLM calls to replay")
+    steps.next(f"replaying {len(t.calls):,} calls")
+    return t, replay(t, pipeline, window=window, estimator=args.estimator)
+
+
+def summary_lines(r: Replay) -> list[str]:
+    """The replay summary, one measure a line."""
+    out = []
+    for k, v in r.summary().items():
+        if isinstance(v, float):
+            text = f"{v:.1%}" if k in ("peak_usage", "recall") else f"{v:,.3g}"
+        else:
+            text = f"{v:,}" if isinstance(v, int) else str(v)
+        out.append(f"  {k:<13} {text}")
+    return out
+
+
+def events_text(r: Replay, limit: int = MAX_EVENTS_SHOWN) -> str:
+    """The events table of a replay (first and last rows when long)."""
+    ev = r.events
+    if ev.empty:
+        return "  (none: the trigger never fired or no stage changed the request)"
+    cols = [c for c in ("session", "event", "call", "stage", "tokens_before", "tokens_after",
+                        "tokens_saved", "hidden", "inserted", "failure", "reason")
+            if c in ev.columns and (c != "session" or len(r.base.sessions) > 1)]
+    df = ev[cols].astype(object)
+    df = df.where(df.notna(), "-")
+    df["reason"] = df["reason"].astype(str).map(
+        lambda s: s if len(s) <= REASON_CHARS else s[:REASON_CHARS - 1] + "…")
+    if len(df) <= limit:
+        return _table(df)
+    half = limit // 2
+    return "\n".join([_table(df.head(half)), f"  ... {len(df) - limit:,} events left out "
+                      f"(Replay.events has them all)", _table(df.tail(half))])
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    steps = _Steps(2)
+    try:
+        t, r = _replay(args, steps)
+    finally:
+        steps.close()
+    name = Path(str(t.meta.get("path") or args.path)).name
+    window = f"{r.settings.window:,}" if r.settings.window else "each call's model's"
+    print(f"replay of {name} ({len(r.calls):,} calls, window {window}): {r.pipeline}")
+    print("\n".join(["", "summary:", *summary_lines(r), "", "events:", events_text(r)]))
+    return 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from ctxlab.viz.report import report
+
+    steps = _Steps(3)
+    try:
+        t, r = _replay(args, steps)
+        steps.next("writing the report")
+        try:
+            out = report(r, args.output, transcript=t, redact=args.redact, title=args.title)
+        except OSError as e:
+            raise ConfigError(f"cannot write {args.output}: {e.strerror or e}") from None
+    finally:
+        steps.close()
+    s = r.summary()
+    print(f"wrote {out} ({out.stat().st_size / 1024:,.0f} KB)")
+    print(f"{r.pipeline.name} over {_count(s['calls'], 'call')}: "
+          f"{_count(s['compactions'], 'compaction')}, {_count(s['events'], 'event')}, "
+          f"{_count(s['failures'], 'failed summarizer attempt')}; "
+          f"peak request {s['peak_tokens']:,} tokens ({s['peak_usage']:.1%} of the limit); "
+          f"needed-fact recall {s['recall']:.1%}")
+    return 0
+
+
+REPLAY_EXAMPLES = """examples:
+    ctxlab replay datasets/coding_session.jsonl
+    ctxlab replay datasets/coding_session.jsonl --preset neuron --window 100k
+    ctxlab replay session.jsonl --preset claude-code --estimator tiktoken:o200k_base
+"""
+REPORT_EXAMPLES = """examples:
+    ctxlab report datasets/coding_session.jsonl -o reports/demo.html
+    ctxlab report session.jsonl --preset claude-code --window 200k -o cc.html
+    ctxlab report session.jsonl --preset neuron -o shared.html --redact
+
+The page needs no network and runs no script; the log's text is escaped.
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ctxlab", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -188,6 +356,32 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--format", default=None, help="force a loader instead of detecting")
     est.add_argument("--list", action="store_true", help="list the estimator families")
     est.set_defaults(func=_cmd_estimators)
+
+    def replayed(sp: argparse.ArgumentParser) -> None:
+        common(sp)
+        sp.add_argument("--preset", default="neurolink",
+                        help="the pipeline to replay (default neurolink); presets: "
+                             f"{', '.join(preset_names())}")
+        sp.add_argument("--window", default=None, metavar="TOKENS",
+                        help="context window, e.g. 200000 or 200k (default: each call's "
+                             "model's window)")
+        sp.add_argument("--estimator", default=None,
+                        help="token estimator spec (default: the pipeline's)")
+
+    rep = sub.add_parser(
+        "replay", help="replay a compaction pipeline over a log: summary and events",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=REPLAY_EXAMPLES)
+    replayed(rep)
+    rep.set_defaults(func=_cmd_replay)
+    page = sub.add_parser(
+        "report", help="write a replay as one self-contained HTML page",
+        formatter_class=argparse.RawDescriptionHelpFormatter, epilog=REPORT_EXAMPLES)
+    replayed(page)
+    page.add_argument("-o", "--output", required=True, help="the .html file to write")
+    page.add_argument("--redact", action="store_true",
+                      help="mask API keys and tokens found in the log's text")
+    page.add_argument("--title", default=None, help="the page's title")
+    page.set_defaults(func=_cmd_report)
     return p
 
 

@@ -1,7 +1,9 @@
 """Matplotlib figures of core results. No pyplot state, no rcParams changes.
 
 Colours are the Okabe–Ito palette (distinguishable with the common colour-vision
-deficiencies); every axis names its unit.
+deficiencies); every axis names its unit. This module holds the estimator figures and
+re-exports the replay figures (`ctxlab.viz.plots_replay`, `ctxlab.viz.plots_context`)
+and the deterministic renderers `figure_svg` / `figure_png` (`ctxlab.viz.style`).
 """
 
 from __future__ import annotations
@@ -12,25 +14,18 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.tokens.content import CLASSES
+from ctxlab.viz.plots_context import STAGE_STATUS, context_parts_df, plot_context
+from ctxlab.viz.plots_replay import plot_layers, plot_retention, plot_stages
+from ctxlab.viz.style import PALETTE, figure_png, figure_svg, new_figure as _figure
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
-           "#000000")
+__all__ = ["PALETTE", "STAGE_STATUS", "context_parts_df", "figure_png", "figure_svg",
+           "plot_context", "plot_estimators", "plot_layers", "plot_reported_usage",
+           "plot_retention", "plot_stages"]
 CLIP_PCT = 200.0
-
-
-def _figure(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:
-    if ax is not None:
-        fig = ax.get_figure()
-        assert fig is not None
-        return fig, ax  # type: ignore[return-value]
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=size, layout="constrained")
-    return fig, fig.add_subplot()
 
 
 def plot_estimators(compared: pd.DataFrame, *, by: str = "content_class",

@@ -1,0 +1,99 @@
+"""Mask API keys and tokens in text before it is shown (reports, exports).
+
+`redact` replaces every secret it recognises with ``[REDACTED:<kind>]``. It knows the
+shapes of common provider keys (Anthropic, OpenAI, GitHub, AWS, Slack, Google, Hugging
+Face, Stripe), JSON web tokens, PEM private keys, ``Bearer`` credentials, and long
+random values assigned to a key, token, secret or password (``api_key=...``,
+``"token": "..."``). A value after such a name is masked only when it looks random
+(16+ characters mixing letters and digits), so ``token = get_token()`` stays readable.
+
+Matching is by pattern, so it can miss a secret of an unknown shape and it never
+proves a text clean; it is meant for sharing reports, not as a security control.
+
+Example:
+    >>> redact("export OPENAI_API_KEY=sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8t")
+    'export OPENAI_API_KEY=[REDACTED:openai-key]'
+    >>> redact("curl -H 'Authorization: Bearer 9f8e7d6c5b4a39281716abcdef'")
+    "curl -H 'Authorization: Bearer [REDACTED:bearer]'"
+    >>> redact("token = get_token()")
+    'token = get_token()'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+#: (kind, pattern) in the order they are applied: specific shapes before generic ones.
+PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("private-key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?"
+                               r"(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S)),
+    ("anthropic-key", re.compile(r"\bsk-ant-[A-Za-z0-9_-]{20,}")),
+    ("openai-key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}")),
+    ("github-token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
+    ("aws-key", re.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b")),
+    ("slack-token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("google-key", re.compile(r"\bAIza[A-Za-z0-9_-]{35}")),
+    ("huggingface-token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+    ("stripe-key", re.compile(r"\b[rsp]k_(?:live|test)_[A-Za-z0-9]{20,}")),
+    ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
+)
+
+_BEARER = re.compile(r"(\bBearer\s+)([A-Za-z0-9._~+/-]{16,}=*)")
+_ASSIGNED = re.compile(
+    r"""((?:api[_-]?key|apikey|access[_-]?key|secret(?:[_-]?key)?|client[_-]?secret"""
+    r"""|token|auth|password|passwd|pwd)\w*["']?\s*[:=]\s*["']?)"""
+    r"""([A-Za-z0-9+/_-]{16,}=*)""", re.I)
+
+
+def _random_looking(value: str) -> bool:
+    return any(c.isdigit() for c in value) and any(c.isalpha() for c in value)
+
+
+def _mask(kind: str) -> str:
+    return f"[REDACTED:{kind}]"
+
+
+def _keep_name(kind: str) -> Callable[[re.Match[str]], str]:
+    def sub(m: re.Match[str]) -> str:
+        if kind == "secret" and not _random_looking(m.group(2)):
+            return m.group(0)
+        return m.group(1) + _mask(kind)
+    return sub
+
+
+def redact(text: str) -> str:
+    """``text`` with every recognised API key, token and secret masked.
+
+    Args:
+        text: any text (a part's content, a tool name, a file path...).
+
+    Returns:
+        The text with each secret replaced by ``[REDACTED:<kind>]``; the text itself
+        when nothing matched.
+
+    Example:
+        >>> redact("key AKIAIOSFODNN7EXAMPLE and ghp_" + "a1" * 18)
+        'key [REDACTED:aws-key] and [REDACTED:github-token]'
+        >>> redact('{"client_secret": "3q2+7wAbCdEfGh12345=="}')
+        '{"client_secret": "[REDACTED:secret]"}'
+    """
+    if not text:
+        return text
+    for kind, pattern in PATTERNS:
+        text = pattern.sub(_mask(kind), text)
+    text = _BEARER.sub(_keep_name("bearer"), text)
+    return _ASSIGNED.sub(_keep_name("secret"), text)
+
+
+def has_secret(text: str) -> bool:
+    """Whether `redact` would change ``text``.
+
+    Example:
+        >>> has_secret("sk-ant-api03-" + "x9" * 20), has_secret("plain words")
+        (True, False)
+    """
+    return redact(text) != text
+
+
+__all__ = ["PATTERNS", "has_secret", "redact"]

@@ -1,0 +1,300 @@
+"""Figures of a `ctxlab.replay.Replay`: tokens per layer, savings per stage, what survived.
+
+Every function takes the replay (and what to look at), draws with the shared style
+(`ctxlab.viz.style`) and returns a `matplotlib.figure.Figure`; none touches pyplot or
+rcParams. Artists carry ``gid``s (``compactions``, ``stage-<name>``...) that name them
+in SVG output and let tests find them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+import pandas as pd
+
+from ctxlab.errors import ConfigError
+from ctxlab.layers import LAYER_CODES, LAYERS
+from ctxlab.viz.style import (FRAMING_COLOUR, LAYER_COLOURS, NEUTRAL, new_figure,
+                              stage_colours, thousands)
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from ctxlab.replay import Replay
+
+
+def replay_session(replay: Replay, session: str | None) -> tuple[str, pd.DataFrame]:
+    """The session (default: the first) and its replayed calls, in call order."""
+    sessions = list(replay.base.sessions)
+    s = session if session is not None else (sessions[0] if sessions else "")
+    calls = replay.calls[replay.calls["session"] == s]
+    if calls.empty:
+        raise ConfigError(f"session {s!r} has no replayed calls; sessions with calls: "
+                          f"{sorted(pd.unique(replay.calls['session']).tolist())}")
+    return s, calls.sort_values("call", kind="stable")
+
+
+def replay_stage_colours(replay: Replay) -> dict[str, str]:
+    """A colour per stage: the pipeline's order (always, stages, post), then the others."""
+    p = replay.pipeline
+    names = [s.name for s in (*p.always, *p.stages, *p.post)]
+    if "stage" in replay.events:
+        names += [str(s) for s in pd.unique(replay.events["stage"])]
+    return stage_colours(names)
+
+
+def _logged(replay: Replay, session: str, calls: pd.DataFrame) -> np.ndarray:
+    """Which calls' requests (before compaction) are the ones the log sent: up to the
+    replay's first compaction and before the log's first recorded one."""
+    base = replay.base.calls[replay.base.calls["session"] == session]
+    end = calls["call"].map(base.set_index("call")["input_end_pos"]).to_numpy(dtype=float)
+    until = float(replay.settings.reported_until.get(session, np.inf))
+    done = calls.loc[calls["compacted"], "call"]
+    first = float(done.min()) if len(done) else np.inf
+    return (end < until) & (calls["call"].to_numpy(dtype=float) <= first)
+
+
+def plot_layers(replay: Replay, *, session: str | None = None,
+                side: Literal["after", "before"] = "after", ax: Axes | None = None) -> Figure:
+    """Tokens per layer of every call's request, stacked, with the limits and compactions.
+
+    Args:
+        replay: the replay.
+        session: which session (default: the first).
+        side: stack what each call sent (``after`` its compaction) or what it would
+            have sent without it (``before``).
+        ax: draw into this axes instead of a new figure.
+
+    The top band is message framing (the estimator's per-message overhead), so the
+    stack's top is the request's total. Lines: the context window, the pipeline's limit,
+    the trigger threshold (and target when it differs), the reported ``input_total``
+    while the replayed request is still the one the log sent (up to the replay's first
+    compaction and the log's first recorded one; afterwards it measures another
+    request), and what the trigger measured where that is not the total.
+    A triangle marks every call whose compaction hid or inserted parts, with a
+    vertical drop from its tokens before to its tokens after.
+
+    Example:
+        >>> import ctxlab
+        >>> r = ctxlab.replay(ctxlab.load("datasets/coding_session.jsonl"), "neurolink")
+        >>> ax = plot_layers(r).axes[0]
+        >>> marks = next(line for line in ax.lines if line.get_gid() == "compactions")
+        >>> marks.get_xdata().tolist()  # the calls whose compaction hid parts
+        [36, 87, 124]
+    """
+    if side not in ("after", "before"):
+        raise ConfigError(f"side must be 'after' or 'before', not {side!r}")
+    fig, ax = new_figure(ax, (10, 4.2))
+    s, c = replay_session(replay, session)
+    x = c["call"].to_numpy(dtype=np.int64)
+    layers = c[[f"{k}_{side}" for k in LAYERS]].to_numpy(dtype=float)
+    total = c[f"tokens_{side}"].to_numpy(dtype=float)
+    bands = [*layers.T, total - layers.sum(axis=1)]
+    names = [*LAYERS, "framing"]
+    labels = [f"{LAYER_CODES[k]} {k}" if LAYER_CODES[k] != k else k for k in LAYERS]
+    polys = ax.stackplot(x, [b / 1000 for b in bands], labels=[*labels, "message framing"],
+                         colors=[*LAYER_COLOURS.values(), FRAMING_COLOUR], alpha=0.85,
+                         linewidth=0)
+    for poly, name in zip(polys, names):
+        poly.set_gid(f"layer-{name}")
+    p = replay.pipeline
+    limit = c["limit_tokens"].to_numpy(dtype=float)
+    ax.plot(x, c["window_tokens"].to_numpy(dtype=float) / 1000, color="black", linewidth=1.6,
+            label="context window", gid="window")
+    ax.plot(x, limit / 1000, color=NEUTRAL[1], linestyle="--", linewidth=1.2,
+            label=f"limit ({p.limit})", gid="limit")
+    ax.plot(x, p.threshold * limit / 1000, color="black", linestyle=":", linewidth=1.4,
+            label=f"trigger at {p.threshold * 100:g}% of limit", gid="threshold")
+    target = c["target_tokens"].to_numpy(dtype=float)
+    if not np.allclose(target, p.threshold * limit, atol=1):
+        ax.plot(x, target / 1000, color=NEUTRAL[1], linestyle="-.", linewidth=1.2,
+                label="target", gid="target")
+    checked = c["checked_tokens"].to_numpy(dtype=float)
+    if not np.array_equal(checked, c["tokens_before"].to_numpy(dtype=float)):
+        ax.plot(x, checked / 1000, color=NEUTRAL[1], linewidth=1, linestyle=(0, (4, 1, 1, 1)),
+                label="measured by the trigger", gid="checked")
+    done = c["compacted"].to_numpy(dtype=bool)
+    reported = np.where(_logged(replay, s, c), pd.to_numeric(c["input_total"], errors="coerce")
+                        .to_numpy(dtype=float), np.nan)
+    if np.isfinite(reported).any():
+        ax.plot(x, reported / 1000, color="black", linewidth=0.9, marker=".", markersize=3,
+                label="reported input_total (logged request)", gid="reported")
+    before = c["tokens_before"].to_numpy(dtype=float) / 1000
+    after = c["tokens_after"].to_numpy(dtype=float) / 1000
+    ax.vlines(x[done], after[done], before[done], colors="black", linewidth=1,
+              gid="compaction-drops")
+    ax.plot(x[done], before[done], "v", color="black", markersize=6, linestyle="none",
+            label=f"compaction ({int(done.sum())}): before → after", gid="compactions")
+    idle = c["triggered"].to_numpy(dtype=bool) & ~done
+    if idle.any():
+        ax.plot(x[idle], before[idle], "x", color=NEUTRAL[1], markersize=5, linestyle="none",
+                label=f"triggered, nothing hidden ({int(idle.sum())})", gid="triggered-idle")
+    ax.set_xlabel("LLM call")
+    ax.set_ylabel("tokens (thousands)")
+    ax.set_ylim(bottom=0)
+    ax.set_xlim(x.min() - 0.5, x.max() + 1)
+    what = "sent" if side == "after" else "before compaction"
+    where = f" — session {s[:8]}" if len(replay.base.sessions) > 1 else ""
+    ax.set_title(f"{p.name}: tokens per layer {what} at each call{where} — "
+                 f"{int(done.sum())} compactions, peak {int(total.max()):,} tokens",
+                 fontsize=10)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def _steps(ev: pd.DataFrame, order: list[str], per_call: bool) -> pd.DataFrame:
+    """One waterfall step per event (``per_call``) or per stage summed over events."""
+    ev = ev.assign(saved=pd.to_numeric(ev["tokens_saved"], errors="coerce").fillna(0),
+                   failed=ev["failure"].notna().to_numpy(dtype=bool),
+                   made=ev["event"].notna().to_numpy(dtype=bool))
+    if per_call:
+        return pd.DataFrame({"stage": ev["stage"].astype(str).to_numpy(),
+                             "saved": ev["saved"].to_numpy(dtype=float),
+                             "events": ev["made"].to_numpy(dtype=np.int64),
+                             "failures": ev["failed"].to_numpy(dtype=np.int64)})
+    g = ev.groupby(ev["stage"].astype(str), sort=False).agg(
+        saved=("saved", "sum"), events=("made", "sum"), failures=("failed", "sum"))
+    rank = {name: i for i, name in enumerate(order)}
+    g = g.reset_index().rename(columns={"index": "stage"})
+    return g.sort_values("stage", key=lambda s: s.map(rank), kind="stable")
+
+
+def plot_stages(replay: Replay, *, call: int | None = None, session: str | None = None,
+                ax: Axes | None = None) -> Figure:
+    """Waterfall of the tokens each stage saved: one call's compaction, or the whole replay.
+
+    Args:
+        replay: the replay.
+        call: one call: its request's tokens before, each stage application in the order
+            it ran, the tokens sent. None: every compaction summed — the tokens before
+            at all compacted calls, each stage's savings over the replay, the tokens sent.
+        session: the session (default: the first for ``call``, every session otherwise).
+        ax: draw into this axes instead of a new figure.
+
+    A stage that added tokens (tool-pair repair, a summary longer than what it
+    replaced) rises, hatched; a failed attempt is a flat step labelled ``failed``.
+
+    Example:
+        >>> import ctxlab
+        >>> r = ctxlab.replay(ctxlab.load("datasets/coding_session.jsonl"), "neurolink")
+        >>> bars = plot_stages(r, call=36).axes[0].patches
+        >>> [b.get_gid() for b in bars], round(bars[1].get_height() * 1000)
+        (['before', 'stage-prune', 'after'], 74564)
+    """
+    fig, ax = new_figure(ax, (8, 4))
+    ev = replay.events
+    if "tokens_saved" not in ev or ev.empty:
+        ev = pd.DataFrame(columns=["session", "event", "call", "stage", "tokens_before",
+                                   "tokens_saved", "failure"])
+    if call is not None or session is not None:
+        s = session if session is not None else replay_session(replay, None)[0]
+        ev = ev[ev["session"] == s]
+    if call is not None:
+        ev = ev[ev["call"] == call]
+        if ev.empty:
+            ran = sorted(pd.unique(replay.events["call"]).tolist()) if len(replay.events) \
+                else []
+            raise ConfigError(f"no stage ran at call {call}; calls with stage runs: {ran}")
+    colours = replay_stage_colours(replay)
+    steps = _steps(ev, list(colours), per_call=call is not None)
+    firsts = ev.groupby(["session", "call"], sort=False)["tokens_before"].first()
+    start = float(pd.to_numeric(firsts).sum())
+    end = start - float(steps["saved"].sum())
+    ticks = [f"before\n({len(firsts)} calls)" if call is None else "before"]
+    ax.bar(0, start / 1000, width=0.7, color=NEUTRAL[0], gid="before")
+    level = start
+    for i, st in enumerate(steps.itertuples(index=False), start=1):
+        saved = float(st.saved)
+        low = min(level, level - saved)
+        ax.bar(i, abs(saved) / 1000, bottom=low / 1000, width=0.7, color=colours[st.stage],
+               hatch="//" if saved < 0 else None, edgecolor="white" if saved < 0 else None,
+               gid=f"stage-{st.stage}")
+        ax.plot([i - 1.35, i + 0.35], [level / 1000] * 2, color=NEUTRAL[1], linewidth=0.7,
+                linestyle=":")
+        sign = "−" if saved >= 0 else "+"
+        ax.annotate(f"{sign}{thousands(abs(saved))}", (i, max(level, level - saved) / 1000),
+                    xytext=(0, 2), textcoords="offset points", ha="center", va="bottom",
+                    fontsize=8)
+        note = f"\n×{int(st.events)}" if call is None else ""
+        if int(st.failures):
+            note += "\nfailed" if call is not None else f", {int(st.failures)} failed"
+        ticks.append(f"{st.stage}{note}")
+        level -= saved
+    n = len(steps) + 1
+    ax.plot([n - 1.35, n + 0.35], [level / 1000] * 2, color=NEUTRAL[1], linewidth=0.7,
+            linestyle=":")
+    ax.bar(n, end / 1000, width=0.7, color=NEUTRAL[1], gid="after")
+    ticks.append("sent")
+    ax.set_xticks(range(n + 1), ticks, fontsize=8)
+    ax.set_ylabel("tokens (thousands)")
+    ax.set_ylim(bottom=0)
+    share = f" ({1 - end / start:.0%} saved)" if start else ""
+    if call is not None:
+        ax.set_title(f"Call {call}: {thousands(start)} → {thousands(end)} tokens{share}",
+                     fontsize=10)
+    else:
+        ax.set_title(f"{replay.pipeline.name}: tokens saved per stage over {len(firsts)} "
+                     f"compacted calls{share}", fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    return fig
+
+
+def plot_retention(replay: Replay, *, session: str | None = None,
+                   ax: Axes | None = None) -> Figure:
+    """What survived compaction: needed-fact recall per call, retention per event.
+
+    Args:
+        replay: the replay (`Replay.recall` and `Replay.retention` are computed here).
+        session: which session (default: the first).
+        ax: draw into this axes instead of a new figure.
+
+    Dots: each call that needed facts stated earlier, at the share its input still
+    showed (green when all, vermillion crosses when some were missing); the line is
+    recall pooled over the calls so far. Diamonds: each compaction event that hid
+    artifacts, at the share of them the request after it still showed, coloured by
+    stage. Dotted verticals mark the compacted calls.
+    """
+    fig, ax = new_figure(ax, (10, 3.8))
+    s, c = replay_session(replay, session)
+    rec = replay.recall()
+    rec = rec[(rec["session"] == s) & (rec["needed"] > 0)].sort_values("call")
+    ret = replay.retention()
+    ret = ret[(ret["session"] == s) & (ret["kind"] == "all") & (ret["hidden_artifacts"] > 0)]
+    done = c.loc[c["compacted"], "call"].to_numpy(dtype=np.int64)
+    ax.vlines(done, 0, 100, colors=NEUTRAL[0], linewidth=0.8, linestyles=":",
+              gid="compactions")
+    full, lost = rec[rec["missing"] == 0], rec[rec["missing"] > 0]
+    ax.scatter(full["call"], full["recall"] * 100, s=12, color="#009E73",
+               label=f"calls with every needed fact ({len(full)})", gid="recall-full")
+    ax.scatter(lost["call"], lost["recall"] * 100, s=36, marker="X", color="#D55E00",
+               label=f"calls missing facts ({len(lost)})", gid="recall-missing")
+    needed, missing = rec["needed"].cumsum(), rec["missing"].cumsum()
+    ax.plot(rec["call"], (1 - missing / needed) * 100, color="black", linewidth=1.2,
+            label="recall so far (pooled)", gid="recall-cumulative")
+    if len(ret):
+        made = replay.events.dropna(subset=["event"])
+        made = made[made["session"] == s]
+        call_of = pd.Series(made["call"].to_numpy(), index=made["event"].astype("int64"))
+        colours = replay_stage_colours(replay)
+        for stage, g in ret.groupby(ret["stage"].astype(str), sort=False):
+            ax.scatter(g["event"].map(call_of), g["retention"] * 100, s=40, marker="D",
+                       color=colours.get(stage, NEUTRAL[1]), edgecolor="black",
+                       linewidth=0.6, zorder=3, gid=f"retention-{stage}",
+                       label=f"{stage}: hidden artifacts still shown")
+    ax.set_xlabel("LLM call")
+    ax.set_ylabel("artifacts in the request (%)")
+    ax.set_ylim(-3, 105)
+    x = c["call"].to_numpy(dtype=np.int64)
+    ax.set_xlim(x.min() - 0.5, x.max() + 0.5)
+    n_need, n_miss = int(rec["needed"].sum()), int(rec["missing"].sum())
+    kept, hidden = int(ret["retained"].sum()), int(ret["hidden_artifacts"].sum())
+    recall = f"{1 - n_miss / n_need:.1%}" if n_need else "n/a"
+    retention = f"{kept / hidden:.0%} of {hidden:,}" if hidden else "none"
+    ax.set_title(f"What survived — needed-fact recall {recall} ({n_miss} of {n_need:,} "
+                 f"missing); hidden artifacts still shown: {retention}", fontsize=10)
+    ax.legend(fontsize=7, loc="lower left")
+    ax.grid(alpha=0.3)
+    return fig

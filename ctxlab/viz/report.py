@@ -1,0 +1,400 @@
+"""One self-contained HTML page of a replay: settings, summary, plots, events, ledger, fidelity.
+
+`report` writes the page; `report_html` returns its text. The page needs no network and
+runs no script: plots are inline SVG, styles are inline, and a Content-Security-Policy
+forbids anything else. Every text that comes from the log (tool names, file paths,
+content previews, reasons, session ids) is HTML-escaped, and with ``redact=True`` API
+keys and tokens are masked first (`ctxlab.redact`). The same replay gives the same
+bytes: no timestamps, timings, absolute paths of this machine or random ids.
+
+Long tables (events, ledger, per-call fidelity) show their first and last rows and say
+how many rows were left out; the full frames are on the `Replay`.
+
+Example:
+    >>> import ctxlab
+    >>> from ctxlab.viz.report import report_html
+    >>> t = ctxlab.load("datasets/coding_session_b.jsonl")
+    >>> page = report_html(ctxlab.replay(t, "neuron", window=100_000), transcript=t)
+    >>> page.startswith("<!DOCTYPE html>"), "<script" in page
+    (True, False)
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from ctxlab.redact import redact as redact_text
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from ctxlab.replay import Replay
+    from ctxlab.schema import Transcript
+
+MAX_ROWS = 400          # rows shown per table; beyond, the first and last halves
+PREVIEW_CHARS = 100     # characters of a part's content shown in the ledger
+MAX_PLOT_SESSIONS = 3  # sessions drawn (those with the most calls)
+CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1a1a1a;background:#fff}
+main{max-width:1180px;margin:0 auto;padding:1.2em 1.5em}
+h1{font-size:1.5em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.8em}
+nav a{margin-right:1em}dl{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}
+dt{font-weight:600}dd{margin:0}
+table{border-collapse:collapse;font-size:12.5px;margin:.6em 0;display:block;overflow-x:auto}
+th,td{border:1px solid #ddd;padding:.15em .45em;text-align:left;vertical-align:top}
+th{background:#f3f3f3;position:sticky;top:0}td.num{text-align:right;white-space:nowrap}
+tr.failed td{background:#fdecea}tr.gap td{background:#fff8dc;font-style:italic}
+td.text{max-width:34em;overflow-wrap:anywhere}figure{margin:1em 0}
+figure svg{max-width:100%;height:auto}figcaption{color:#555;font-size:.9em}
+.note{color:#555}footer{margin-top:2em;color:#777;font-size:.85em}
+"""
+
+SUMMARY_DOC = {
+    "pipeline": "the pipeline replayed",
+    "calls": "LLM calls replayed",
+    "compactions": "calls at which the trigger fired",
+    "events": "stage applications that changed the request",
+    "failures": "summarizer attempts that failed (the pipeline went on without them)",
+    "tokens_sent": "input tokens over all replayed requests",
+    "peak_tokens": "the largest request sent",
+    "peak_usage": "the largest request as a share of the limit",
+    "over_window": "requests still over the context window after compaction",
+    "forced_final": "requests that forced a final turn",
+    "recall": "needed facts present in the request when needed (pooled)",
+    "missing": "needed facts absent from the request when needed",
+}
+EVENT_COLUMNS = ("session", "event", "call", "stage", "tokens_before", "tokens_after",
+                 "tokens_saved", "hidden", "inserted", "summarizer_calls", "failure", "reason")
+LEDGER_COLUMNS = ("session", "event", "call", "stage", "action", "part", "role", "kind",
+                  "tool_name", "file_path", "tokens", "preview")
+
+
+class _Cells:
+    """Turns values into escaped (and, when asked, redacted) HTML text."""
+
+    def __init__(self, redact: bool) -> None:
+        self.redact = redact
+
+    def text(self, value: Any) -> str:
+        s = str(value)
+        return html.escape(redact_text(s) if self.redact else s, quote=True)
+
+    def cell(self, value: Any, column: str) -> tuple[str, str]:
+        """(class, escaped text) of one table cell."""
+        if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+            return "num", "–"
+        if isinstance(value, (bool, np.bool_)):
+            return "", "yes" if value else "no"
+        if isinstance(value, (int, np.integer)):
+            return "num", f"{int(value):,}"
+        if isinstance(value, (float, np.floating)):
+            v = float(value)
+            if "usage" in column or column == "recall":
+                return "num", f"{v:.1%}"
+            if "pct" in column:
+                return "num", f"{v:,.1f}"
+            return "num", f"{v:,.0f}" if "tokens" in column or abs(v) >= 1000 else f"{v:.3g}"
+        return "text", self.text(value)
+
+
+def _capped(df: pd.DataFrame, limit: int) -> tuple[pd.DataFrame, int]:
+    if len(df) <= limit:
+        return df, 0
+    half = limit // 2
+    return pd.concat([df.head(half), df.tail(limit - half)]), len(df) - limit
+
+
+def _table(df: pd.DataFrame, cells: _Cells, *, frame: str, limit: int | None = None,
+           row_class: Callable[[Mapping[str, Any]], str] | None = None,
+           prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None) -> str:
+    """An HTML table of ``df``; rows beyond ``limit`` are left out with a row saying so
+    (``frame`` names where they all are). ``prepare`` adds columns to the rows shown."""
+    if df.empty:
+        return '<p class="note">(none)</p>'
+    limit = MAX_ROWS if limit is None else limit
+    shown, left_out = _capped(df, limit)
+    if prepare is not None:
+        shown = prepare(shown)
+    cols = list(shown.columns)
+    out = ["<table><thead><tr>", *(f"<th>{cells.text(c)}</th>" for c in cols),
+           "</tr></thead><tbody>"]
+    for i, rec in enumerate(shown.to_dict("records")):
+        if left_out and i == limit // 2:
+            out.append(f'<tr class="gap"><td colspan="{len(cols)}">… {left_out:,} rows left '
+                       f"out here (rows {i + 1:,}–{i + left_out:,} of {len(df):,}); every row "
+                       f"is in {html.escape(frame)}</td></tr>")
+        cls = row_class(rec) if row_class else ""
+        out.append(f'<tr class="{cls}">' if cls else "<tr>")
+        for c in cols:
+            kind, text = cells.cell(rec[c], str(c))
+            out.append(f'<td class="{kind}">{text}</td>' if kind else f"<td>{text}</td>")
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _settings(replay: Replay, source: Transcript, cells: _Cells) -> str:
+    p, s, meta = replay.pipeline, replay.settings, source.meta
+    name = Path(str(meta["path"])).name if meta.get("path") else "(in memory)"
+    fmt = meta.get("format") or "?"
+    version = meta.get("version") or meta.get("cli_version")
+    wins = sorted({int(w) for w in replay.calls.get("window_tokens", pd.Series(dtype=int))})
+    window = (f"{s.window:,} tokens" if s.window is not None else
+              "each call's model's window: " + (", ".join(f"{w:,}" for w in wins) or "–"))
+    est = s.estimator if isinstance(s.estimator, str) else getattr(s.estimator, "spec", None)
+    overhead = sorted(int(v) for v in s.overhead_tokens.values())
+    rows = [("source", f"{name} ({fmt}{' ' + str(version) if version else ''})"),
+            ("sessions", f"{len(replay.base.sessions):,}"),
+            ("models", ", ".join(str(m) for m in meta.get("models") or []) or "–"),
+            ("pipeline", str(p)),
+            ("always / post stages", f"{' > '.join(x.name for x in p.always) or '–'} / "
+                                     f"{' > '.join(x.name for x in p.post) or '–'}"),
+            ("trigger", f"{p.trigger_on} tokens over {p.threshold:.0%} of the {p.limit} limit"
+                        f", target {(p.target or p.threshold):.0%}"),
+            ("window", window),
+            ("estimator", est or f"the pipeline's ({p.estimator})"),
+            ("unrecorded overhead", "–" if not overhead else f"{overhead[0]:,} tokens" if
+             overhead[0] == overhead[-1] else f"{overhead[0]:,}–{overhead[-1]:,} tokens "
+             "per session")]
+    items = "".join(f"<dt>{cells.text(k)}</dt><dd>{cells.text(v)}</dd>" for k, v in rows)
+    return f'<section id="settings"><h2>Replay</h2><dl>{items}</dl></section>'
+
+
+def _summary(replay: Replay, cells: _Cells) -> str:
+    summary = replay.summary()
+    df = pd.DataFrame({"measure": list(summary),
+                       "value": [summary[k] for k in summary],
+                       "meaning": [SUMMARY_DOC.get(k, "") for k in summary]})
+    body = "".join(f"<tr><th>{cells.text(r.measure)}</th>"
+                   f"<td class=\"{cells.cell(r.value, r.measure)[0]}\">"
+                   f"{cells.cell(r.value, r.measure)[1]}</td>"
+                   f"<td>{cells.text(r.meaning)}</td></tr>" for r in df.itertuples())
+    return f'<section id="summary"><h2>Summary</h2><table>{body}</table></section>'
+
+
+def plotted_sessions(replay: Replay, limit: int | None = None) -> list[str]:
+    """The sessions the page draws: the ``limit`` (default `MAX_PLOT_SESSIONS`) with the
+    most replayed calls, in log order."""
+    limit = MAX_PLOT_SESSIONS if limit is None else limit
+    counts = replay.calls["session"].value_counts(sort=False) if len(replay.calls) else {}
+    ranked = sorted(replay.base.sessions, key=lambda s: -int(counts.get(s, 0)))
+    chosen = {s for s in ranked[:limit] if counts.get(s, 0)}
+    return [s for s in replay.base.sessions if s in chosen]
+
+
+def _figures(replay: Replay, session: str) -> list[tuple[str, Figure]]:
+    """The figures of one session, with captions."""
+    from ctxlab.viz.plots import plot_context, plot_layers, plot_retention, plot_stages
+
+    out: list[tuple[str, Figure]] = [
+        ("Tokens per layer of every request sent, with the limit, the trigger and the "
+         "compactions.", plot_layers(replay, session=session))]
+    ev = replay.events[replay.events["session"] == session] if len(replay.events) else None
+    if ev is not None and len(ev):
+        out.append(("Tokens each stage saved over the replay (a failed attempt is a flat "
+                    "step).", plot_stages(replay, session=session)))
+    made = ev[ev["event"].notna()] if ev is not None and len(ev) else None
+    if made is not None and len(made):
+        call = int(made.groupby("call")["tokens_saved"].sum().idxmax())
+        for side in ("before", "after"):
+            out.append((f"The request of call {call:,}, the biggest compaction, {side} it: "
+                        "every part a block, by layer.",
+                        plot_context(replay, call, side=side, session=session)))
+    out.append(("What survived: needed-fact recall per call and retention per event.",
+                plot_retention(replay, session=session)))
+    return out
+
+
+_XML_HEAD = re.compile(r"\A\s*(?:<\?xml[^>]*\?>\s*)?(?:<!DOCTYPE[^>]*>\s*)?")
+_ID = re.compile(r'\bid="([^"]+)"')
+_REF = re.compile(r'(href="#|url\(#)([^")]+)')
+_TEXT_NODE = re.compile(r">([^<]+)<")
+_COMMENT = re.compile(r"<!--(.*?)-->", re.S)
+_METADATA = re.compile(r"<metadata>.*?</metadata>\s*", re.S)
+
+
+def inline_svg(svg: str, prefix: str, *, redact: bool = False) -> str:
+    """SVG text ready to sit inside an HTML page beside others.
+
+    The XML declaration, doctype and metadata go; every ``id`` (and reference to it) gets
+    ``prefix`` so two figures' clip paths and glyphs cannot collide; with ``redact``,
+    secrets in text and comments are masked.
+
+    Example:
+        >>> inline_svg('<?xml version="1.0"?><svg><clipPath id="c1"/>'
+        ...            '<g clip-path="url(#c1)"><!-- sk-ant-' + 'x1' * 12 + ' --></g></svg>',
+        ...            "f0-", redact=True)  # doctest: +NORMALIZE_WHITESPACE
+        '<svg><clipPath id="f0-c1"/><g clip-path="url(#f0-c1)"><!--
+         [REDACTED:anthropic-key] --></g></svg>'
+    """
+    svg = _METADATA.sub("", _XML_HEAD.sub("", svg))
+    svg = _ID.sub(lambda m: f'id="{prefix}{m.group(1)}"', svg)
+    svg = _REF.sub(lambda m: f"{m.group(1)}{prefix}{m.group(2)}", svg)
+    if redact:
+        svg = _COMMENT.sub(lambda m: f"<!--{redact_text(m.group(1))}-->", svg)
+        svg = _TEXT_NODE.sub(lambda m: f">{redact_text(m.group(1))}<", svg)
+    return svg.strip()
+
+
+def _plots(replay: Replay, cells: _Cells) -> str:
+    from ctxlab.viz.plots import figure_svg
+
+    parts = ['<section id="plots"><h2>Plots</h2>']
+    sessions = plotted_sessions(replay)
+    left_out = len(replay.base.sessions) - len(sessions)
+    if left_out:
+        parts.append(f'<p class="note">Plots of the {len(sessions)} sessions with the most '
+                     f"calls; {left_out:,} other session{'s are' if left_out > 1 else ' is'} "
+                     "not drawn (their rows are in the tables).</p>")
+    k = 0
+    for session in sessions:
+        if len(replay.base.sessions) > 1:
+            parts.append(f"<h3>Session {cells.text(session)}</h3>")
+        for caption, fig in _figures(replay, session):
+            svg = inline_svg(figure_svg(fig), f"f{k}-", redact=cells.redact)
+            parts.append(f"<figure>{svg}<figcaption>{cells.text(caption)}</figcaption>"
+                         "</figure>")
+            k += 1
+    if not sessions:
+        parts.append('<p class="note">No plots: no call was replayed.</p>')
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _columns(df: pd.DataFrame, wanted: Iterable[str], sessions: int) -> pd.DataFrame:
+    cols = [c for c in wanted if c in df.columns and (c != "session" or sessions > 1)]
+    return df[cols]
+
+
+def _events(replay: Replay, cells: _Cells) -> str:
+    ev = replay.events
+    n_sessions = len(replay.base.sessions)
+    failed = int(ev["failure"].notna().sum()) if "failure" in ev else 0
+    note = (f"{len(ev) - failed:,} events" + (f" and {failed:,} failed summarizer attempts "
+                                               "(highlighted: no event was made and the "
+                                               "next stage ran)" if failed else "") + ".")
+    table = _table(_columns(ev, EVENT_COLUMNS, n_sessions), cells, frame="Replay.events",
+                   row_class=lambda r: "failed" if pd.notna(r.get("failure")) else "")
+    return (f'<section id="events"><h2>Events</h2><p class="note">{cells.text(note)}</p>'
+            f"{table}</section>")
+
+
+def _previews(replay: Replay, ledger: pd.DataFrame, cells: _Cells) -> pd.Series:
+    f = replay.transcript.frame[["session", "part", "content"]].drop_duplicates(
+        ["session", "part"])
+    merged = ledger[["session", "part"]].astype({"part": "int64"}).merge(
+        f.astype({"part": "int64"}), on=["session", "part"], how="left")
+
+    def preview(text: Any) -> Any:
+        if text is None or text is pd.NA:
+            return pd.NA
+        s = redact_text(str(text)) if cells.redact else str(text)
+        s = " ".join(s.split())
+        return s if len(s) <= PREVIEW_CHARS else s[:PREVIEW_CHARS - 1] + "…"
+
+    return pd.Series([preview(x) for x in merged["content"].tolist()], index=ledger.index,
+                     dtype=object)
+
+
+def _ledger(replay: Replay, cells: _Cells) -> str:
+    led = replay.ledger
+    n_sessions = len(replay.base.sessions)
+
+    def with_preview(shown: pd.DataFrame) -> pd.DataFrame:
+        return _columns(shown.assign(preview=_previews(replay, shown, cells)), LEDGER_COLUMNS,
+                        n_sessions)
+
+    table = _table(led, cells, frame="Replay.ledger", prepare=with_preview)
+    note = (f"{len(led):,} rows: every part an event hid or inserted, with the first "
+            f"{PREVIEW_CHARS} characters of its content; the reason of each event is in "
+            "the events table.")
+    return (f'<section id="ledger"><h2>Ledger</h2><p class="note">{cells.text(note)}</p>'
+            f"{table}</section>")
+
+
+def _fidelity(replay: Replay, t: Transcript, given: bool, cells: _Cells) -> str:
+    from ctxlab.fidelity import compaction_points_df, fidelity_df, fidelity_errors_df
+
+    if not t.calls["input_total"].notna().any():
+        return ""
+    fid = fidelity_df(t, replay)
+    n = len(t.sessions)
+    per_session = _table(fidelity_errors_df(fid), cells, frame="fidelity_errors_df")
+    points = compaction_points_df(t, replay)
+    points = _table(_columns(points, points.columns, n), cells, frame="compaction_points_df")
+    per_call = _table(_columns(fid, fid.columns, n), cells, frame="fidelity_df")
+    note = ("The replay's requests against the input the provider reported, per session, "
+            "per compaction and per call.")
+    if not given:
+        note += (" Recorded compactions are not known to the report (it was given no "
+                 "transcript), so the real compaction points are missing.")
+    return ('<section id="fidelity"><h2>Fidelity</h2>'
+            f'<p class="note">{cells.text(note)}</p>'
+            f"<h3>Per session</h3>{per_session}<h3>Compaction points</h3>{points}"
+            f"<h3>Per call</h3>{per_call}</section>")
+
+
+def report_html(replay: Replay, *, transcript: Transcript | None = None, redact: bool = False,
+                title: str | None = None) -> str:
+    """The report page of a replay, as text (see `report`)."""
+    from ctxlab import __version__
+
+    cells = _Cells(redact)
+    source = transcript if transcript is not None else replay.base
+    name = Path(str(source.meta["path"])).name if source.meta.get("path") else "a log"
+    title = title if title is not None else f"ctxlab report: {replay.pipeline.name} on {name}"
+    fidelity = _fidelity(replay, source, transcript is not None, cells)
+    nav = "".join(f'<a href="#{k}">{k.capitalize()}</a>' for k in (
+        "settings", "summary", "plots", "events", "ledger") + (("fidelity",) if fidelity
+                                                              else ()))
+    body = [_settings(replay, source, cells), _summary(replay, cells), _plots(replay, cells),
+            _events(replay, cells), _ledger(replay, cells), fidelity]
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>{cells.text(title)}</title><style>{STYLE}</style></head>\n<body><main>"
+            f"<h1>{cells.text(title)}</h1><nav>{nav}</nav>\n" + "\n".join(b for b in body if b)
+            + f"\n<footer>Made by ctxlab {html.escape(__version__)}"
+            + (", secrets redacted" if redact else "") + ".</footer></main></body></html>\n")
+
+
+def report(replay: Replay, path: str | Path, *, transcript: Transcript | None = None,
+           redact: bool = False, title: str | None = None) -> Path:
+    """Write one self-contained HTML report of a replay.
+
+    Args:
+        replay: the result of `ctxlab.replay`.
+        path: the ``.html`` file to write (its folder is created).
+        transcript: the log the replay ran over, as loaded. It gives the page its
+            fidelity section (when the log has reported usage) with the recorded
+            compaction points; without it the replay's own rewound log is used.
+        redact: mask API keys and tokens in every text shown (`ctxlab.redact.redact`).
+        title: the page's title (default: pipeline and file name).
+
+    Returns:
+        The path written.
+
+    Example:
+        >>> import ctxlab
+        >>> t = ctxlab.load("datasets/coding_session_b.jsonl")
+        >>> r = ctxlab.replay(t, "neuron", window=100_000)
+        >>> report(r, "/tmp/ctxlab-doctest-report.html", transcript=t).suffix  # doctest: +SKIP
+        '.html'
+    """
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(report_html(replay, transcript=transcript, redact=redact, title=title),
+                   encoding="utf-8", newline="\n")
+    return out
+
+
+__all__ = ["inline_svg", "plotted_sessions", "report", "report_html"]

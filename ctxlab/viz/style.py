@@ -1,0 +1,94 @@
+"""What every ctxlab figure shares: colours, a new figure, and deterministic SVG/PNG bytes.
+
+Colours are the Okabe–Ito palette (distinguishable with the common colour-vision
+deficiencies). `figure_svg` and `figure_png` render a figure to text/bytes that depend
+only on what was drawn — no dates, no software version, no random ids — so reports and
+notebooks can be compared byte for byte. matplotlib is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
+           "#000000")
+LAYER_COLOURS = {"system": "#0072B2", "tools": "#E69F00", "carried": "#56B4E9",
+                 "current": "#009E73", "history": "#CC79A7", "prompt": "#D55E00"}
+"""One colour per layer of `ctxlab.layers.LAYERS`, in stacking order."""
+FRAMING_COLOUR = "#BBBBBB"
+NEUTRAL = ("#999999", "#555555")
+SVG_SALT = "ctxlab"
+
+
+def new_figure(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:
+    """``ax``'s figure and ``ax``, or a new constrained-layout figure with one axes."""
+    if ax is not None:
+        fig = ax.get_figure()
+        assert fig is not None
+        return getattr(fig, "figure", fig), ax  # a subfigure's root figure
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=size, layout="constrained")
+    return fig, fig.add_subplot()
+
+
+def stage_colours(names: Iterable[str]) -> dict[str, str]:
+    """A colour per stage name, in the order given (the palette without black repeats)."""
+    out: dict[str, str] = {}
+    for name in names:
+        if name not in out:
+            out[name] = PALETTE[len(out) % (len(PALETTE) - 1)]
+    return out
+
+
+def thousands(tokens: float) -> str:
+    """``74.6k`` for 74,564 tokens; ``850`` under a thousand.
+
+    Example:
+        >>> thousands(74_564), thousands(-23), thousands(1_250_000)
+        ('74.6k', '-23', '1,250.0k')
+    """
+    return f"{tokens / 1000:,.1f}k" if abs(tokens) >= 1000 else f"{tokens:,.0f}"
+
+
+def figure_svg(fig: Figure) -> str:
+    """The figure as SVG text, identical for identical drawings.
+
+    matplotlib names clip paths and other shared elements with random ids unless
+    ``svg.hashsalt`` is set, and writes the date into the metadata; here the salt is
+    fixed for this one call (``rc_context``, nothing global changes) and the date left
+    out.
+
+    Example:
+        >>> from matplotlib.figure import Figure
+        >>> fig = Figure(figsize=(2, 1)); _ = fig.add_subplot().plot([0, 1], [1, 0])
+        >>> figure_svg(fig) == figure_svg(fig)
+        True
+    """
+    import matplotlib
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.hashsalt": SVG_SALT}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    return buf.getvalue()
+
+
+def figure_png(fig: Figure, *, dpi: float = 100) -> bytes:
+    """The figure as PNG bytes without metadata (no software version), at ``dpi``.
+
+    Example:
+        >>> from matplotlib.figure import Figure
+        >>> fig = Figure(figsize=(2, 1)); _ = fig.add_subplot().plot([0, 1], [1, 0])
+        >>> png = figure_png(fig)
+        >>> png[:4] == b"\\x89PNG" and b"Software" not in png and png == figure_png(fig)
+        True
+    """
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
+    return buf.getvalue()

@@ -1,0 +1,138 @@
+"""``ctxlab replay`` and ``ctxlab report``: output, exit codes, one-line errors, help, progress."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctxlab.cli import main, parse_window
+from ctxlab.errors import ConfigError
+from tests.conftest import DATASETS
+
+LOG = str(DATASETS / "coding_session_b.jsonl")
+
+
+def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+    assert len(err) == 1, err
+    assert err[0].startswith("ctxlab: error: ")
+    return err[0]
+
+
+def test_replay_prints_the_summary_and_the_events(capsys: pytest.CaptureFixture[str]):
+    assert main(["replay", LOG, "--preset", "neuron", "--window", "100k"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("replay of coding_session_b.jsonl (63 calls, window 100,000): neuron")
+    assert "\nsummary:\n" in out and "\nevents:\n" in out
+    assert "  compactions   1" in out and "recall" in out
+    events = out.split("\nevents:\n")[1]
+    assert "clear_tool_results" in events or "keep_last" in events
+    assert "<NA>" not in out
+
+
+def test_replay_without_events_says_so(capsys: pytest.CaptureFixture[str]):
+    assert main(["replay", LOG, "--preset", "neurolink", "--window", "1m"]) == 0
+    assert "(none: the trigger never fired" in capsys.readouterr().out
+
+
+def test_report_writes_the_page_and_prints_its_path_and_a_summary(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    out = tmp_path / "sub" / "r.html"
+    assert main(["report", LOG, "--preset", "neuron", "--window", "100_000", "-o", str(out),
+                 "--redact", "--title", "mine"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"wrote {out} (") and lines[0].endswith(" KB)")
+    assert lines[1].startswith("neuron over 63 calls: 1 compaction, 1 event, 0 failed ")
+    page = out.read_text(encoding="utf-8")
+    assert "<title>mine</title>" in page and "secrets redacted" in page
+    assert '<section id="fidelity">' in page
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["replay", "nope.jsonl"], "nope.jsonl: no such file"),
+    (["replay", LOG, "--preset", "nope"], "unknown preset 'nope'; presets: ai-agent"),
+    (["replay", LOG, "--window", "12x"], "bad --window '12x'"),
+    (["replay", LOG, "--window", "0"], "bad --window '0'"),
+    (["replay", LOG, "--estimator", "bogus"], "bogus"),
+    (["report", str(DATASETS), "-o", "x.html"], "is a folder; report takes one log file"),
+])
+def test_bad_input_exits_2_with_one_clear_line(argv: list[str], words: str,
+                                               capsys: pytest.CaptureFixture[str]):
+    assert main(argv) == 2
+    assert words in _one_error_line(capsys)
+
+
+def test_an_unwritable_output_is_one_line_too(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["report", LOG, "--preset", "neuron", "-o", str(blocker / "r.html")]) == 2
+    assert f"cannot write {blocker / 'r.html'}" in _one_error_line(capsys)
+
+
+def test_a_log_without_calls_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    log = tmp_path / "empty.jsonl"
+    log.write_text('{"role": "user", "content": "hi"}\n', encoding="utf-8")
+    assert main(["replay", str(log), "--format", "openai_messages"]) == 2
+    assert "no LLM calls to replay" in _one_error_line(capsys)
+
+
+@pytest.mark.parametrize("command", ["replay", "report"])
+def test_help_has_examples(command: str, capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit) as e:
+        main([command, "--help"])
+    assert e.value.code == 0
+    out = capsys.readouterr().out
+    assert "examples:" in out and f"ctxlab {command} " in out and "--preset" in out
+
+
+def test_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for command in ("info", "convert", "estimators", "replay", "report"):
+        assert f"ctxlab {command}" in out
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_progress_bar_is_drawn_on_a_terminal_only(monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]):
+    pytest.importorskip("tqdm")
+    assert main(["replay", LOG, "--preset", "neuron"]) == 0
+    assert capsys.readouterr().err == ""           # not a terminal: no bar
+    term = _Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    assert main(["replay", LOG, "--preset", "neuron"]) == 0
+    assert "loading coding_session_b.jsonl" in term.getvalue()
+    assert "replaying 63 calls" in term.getvalue()
+
+
+@pytest.mark.parametrize(("text", "tokens"), [("200000", 200_000), ("200k", 200_000),
+                                               ("1M", 1_000_000), ("128_000", 128_000),
+                                               ("1,000,000", 1_000_000), (None, None)])
+def test_parse_window(text: str | None, tokens: int | None):
+    assert parse_window(text) == tokens
+
+
+@pytest.mark.parametrize("text", ["", "k", "-5", "1.5k", "200 tokens", "0k"])
+def test_parse_window_refuses(text: str):
+    with pytest.raises(ConfigError, match="give the context window in tokens"):
+        parse_window(text)
+
+
+def test_long_event_lists_show_both_ends_and_say_how_many_were_left_out():
+    import ctxlab
+    from ctxlab.cli import events_text
+
+    r = ctxlab.replay(ctxlab.load(DATASETS / "openai_sessions.jsonl"), "observation-masking")
+    text = events_text(r, limit=10)
+    left = len(r.events) - 10
+    assert left > 0 and f"... {left:,} events left out (Replay.events has them all)" in text
+    assert "session" in text.splitlines()[0]       # several sessions: the column is shown
