@@ -68,6 +68,8 @@ class Replay:
     ledger: pd.DataFrame
     settings: Settings
     next_call: Mapping[str, int] = field(default_factory=dict)
+    _metrics: dict[str, pd.DataFrame] = field(default_factory=dict, init=False, repr=False,
+                                              compare=False)
 
     @property
     def pipeline(self) -> Pipeline:
@@ -124,14 +126,18 @@ class Replay:
         return _walk(self.base, self.transcript, settings, self.next_call, self)
 
     def recall(self) -> pd.DataFrame:
-        """Needed-fact recall per call (`ctxlab.metrics.needed_recall_df`)."""
+        """Needed-fact recall per call (`ctxlab.metrics.needed_recall_df`; computed once)."""
         from ctxlab.metrics import needed_recall_df
-        return needed_recall_df(self.transcript)
+        if "recall" not in self._metrics:
+            self._metrics["recall"] = needed_recall_df(self.transcript)
+        return self._metrics["recall"].copy()
 
     def retention(self) -> pd.DataFrame:
-        """Artifact retention per event (`ctxlab.metrics.retention_df`)."""
+        """Artifact retention per event (`ctxlab.metrics.retention_df`; computed once)."""
         from ctxlab.metrics import retention_df
-        return retention_df(self.transcript)
+        if "retention" not in self._metrics:
+            self._metrics["retention"] = retention_df(self.transcript)
+        return self._metrics["retention"].copy()
 
     def summary(self) -> dict[str, Any]:
         """The replay in numbers: compactions, tokens sent, peak usage, overflows, recall."""

@@ -53,7 +53,7 @@ table{border-collapse:collapse;font-size:12.5px;margin:.6em 0;display:block;over
 th,td{border:1px solid #ddd;padding:.15em .45em;text-align:left;vertical-align:top}
 th{background:#f3f3f3;position:sticky;top:0}td.num{text-align:right;white-space:nowrap}
 tr.failed td{background:#fdecea}tr.gap td{background:#fff8dc;font-style:italic}
-td.text{max-width:34em;overflow-wrap:anywhere}figure{margin:1em 0}
+td.text{max-width:34em;overflow-wrap:break-word;word-break:normal}figure{margin:1em 0}
 figure svg{max-width:100%;height:auto}figcaption{color:#555;font-size:.9em}
 .note{color:#555}footer{margin-top:2em;color:#777;font-size:.85em}
 """
