@@ -200,14 +200,18 @@ def edit_view(view: View, hide: Sequence[int],
     p = view.parts
     gone = np.isin(p["part"].to_numpy(dtype=np.int64), np.asarray(hide, dtype=np.int64))
     removed = p.iloc[np.flatnonzero(gone)]
-    parts = p.iloc[np.flatnonzero(~gone)]
-    n_kept = len(parts)
-    if len(inserted):
+    kept = np.flatnonzero(~gone)
+    if len(inserted):               # one concat and one take, in position order
         new = inserted.assign(tokens=view.estimator.count_parts(inserted), layer="")
-        parts = pd.concat([parts, new], ignore_index=True)
-    pos = parts["pos"].to_numpy(dtype=np.float64)
-    order = np.argsort(pos, kind="stable")
-    parts = parts.iloc[order].reset_index(drop=True)
+        both = pd.concat([p, new], ignore_index=True)
+        rows = np.concatenate([kept, len(p) + np.arange(len(new))])
+        order = np.argsort(both["pos"].to_numpy(dtype=np.float64)[rows], kind="stable")
+        parts = both.take(rows[order])
+        is_new = order >= len(kept)
+    else:                           # the kept rows are already in position order
+        parts = p.take(kept)
+        is_new = np.zeros(len(kept), dtype=bool)
+    parts.index = pd.RangeIndex(len(parts))
     parts["layer"] = assign_layers(parts)
-    added = parts.iloc[np.flatnonzero(order >= n_kept)]
+    added = parts.iloc[np.flatnonzero(is_new)]
     return replace(view, parts=parts), removed, added
