@@ -13,16 +13,18 @@ widgets and tokenizers load when first used.
 from __future__ import annotations
 
 from ctxlab.errors import ConfigError, CtxlabError, LoadError, SchemaError
-from ctxlab.loaders import Corpus, LoadOptions, discover, load, load_dir
 from ctxlab.fidelity import fidelity_df
 from ctxlab.layers import layers_df
+from ctxlab.loaders import Corpus, LoadOptions, discover, load, load_dir
 from ctxlab.metrics import needed_recall_df, retention_df
 from ctxlab.pipeline import CompactResult, Pipeline, compact
 from ctxlab.presets import preset, preset_names
+from ctxlab.recommend import recommend
 from ctxlab.replay import Replay, replay
 from ctxlab.schema import LoadReport, Transcript, validate
 from ctxlab.stages import stage
 from ctxlab.summarizers import summarizer
+from ctxlab.sweep import sweep
 from ctxlab.tokens import Estimator, estimator
 from ctxlab.tokens.accuracy import (compare_estimators_df, estimator_errors_df,
                                     reported_usage_df, usage_errors_df)
@@ -35,7 +37,8 @@ __version__ = "0.1.0"
 __all__ = ["Calibrated", "Calibration", "CompactResult", "ConfigError", "Corpus", "CtxlabError",
            "Estimator", "LoadError", "LoadOptions", "LoadReport", "Pipeline", "Replay",
            "SchemaError", "Transcript", "__version__", "calibrate", "compact",
-           "compare_estimators_df", "context_window", "discover", "effective_limit",
-           "estimator", "estimator_errors_df", "fidelity_df", "layers_df", "load", "load_dir",
-           "needed_recall_df", "preset", "preset_names", "replay", "report", "reported_usage_df",
-           "retention_df", "stage", "summarizer", "usage_errors_df", "validate", "windows_df"]
+           "compare_estimators_df", "context_window", "discover", "effective_limit", "estimator",
+           "estimator_errors_df", "fidelity_df", "layers_df", "load", "load_dir",
+           "needed_recall_df", "preset", "preset_names", "recommend", "replay", "report",
+           "reported_usage_df", "retention_df", "stage", "summarizer", "sweep", "usage_errors_df",
+           "validate", "windows_df"]

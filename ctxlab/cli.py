@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import pandas as pd
 
+from ctxlab.cli_sweep import add_sweep_command
 from ctxlab.errors import ConfigError, CtxlabError
 from ctxlab.loaders import load, load_dir
 from ctxlab.loaders.corpus import Corpus
@@ -382,6 +383,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="mask API keys and tokens found in the log's text")
     page.add_argument("--title", default=None, help="the page's title")
     page.set_defaults(func=_cmd_report)
+    add_sweep_command(sub)
     return p
 
 

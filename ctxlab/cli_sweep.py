@@ -1,0 +1,140 @@
+"""The ``ctxlab sweep`` command: replay a grid of configurations over a folder of logs.
+
+`add_sweep_command` adds it to the ``ctxlab`` parser (`ctxlab.cli.build_parser`).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ctxlab.errors import ConfigError
+
+SWEEP_EXAMPLES = """examples:
+    ctxlab sweep datasets/ --grid threshold=0.6:0.95:0.05 --preset neurolink,copilot-fixed \\
+        -o results.parquet
+    ctxlab sweep logs/ --preset neurolink --grid prune.protect_tokens=10000,40000 \\
+        --require max_overflows=0 --require min_recall=0.98 -o results.csv
+    ctxlab sweep session.jsonl --grid window=100k,200k --workers 1 -o r.parquet
+
+--grid takes name=start:stop:step (stop included) or name=v1,v2; names: preset,
+threshold, target, window, estimator, or stage.param (a stage parameter, applied to
+the presets that have that stage). Rows: one per configuration and session, the
+metrics of ctxlab.sweep. --require prints the recommended configurations.
+"""
+SHOWN = ("preset", "threshold", "target", "window", "estimator", "sessions", "compactions",
+         "tokens_sent", "cost", "overflows", "forced_final", "recall", "retention",
+         "recall_per_mtok")
+
+
+def _constraints(specs: list[str] | None) -> dict[str, float]:
+    from ctxlab.recommend import CONSTRAINTS
+
+    out: dict[str, float] = {}
+    for spec in specs or []:
+        name, sep, value = spec.partition("=")
+        name = name.strip()
+        if not sep or name not in CONSTRAINTS:
+            raise ConfigError(f"bad --require {spec!r}: write name=value with name one of "
+                              f"{', '.join(CONSTRAINTS)}")
+        try:
+            out[name] = float(value)
+        except ValueError:
+            raise ConfigError(f"bad --require {spec!r}: {value!r} is not a number") from None
+    return out
+
+
+def _table(df: pd.DataFrame) -> str:
+    cols = [c for c in SHOWN if c in df] + [c for c in df if "." in c]
+    show = df[cols].copy()
+    for c in ("recall", "retention"):
+        show[c] = show[c].map(lambda v: "-" if pd.isna(v) else f"{v:.1%}")
+    show["cost"] = show["cost"].map(lambda v: f"{v:,.2f}")
+    show["recall_per_mtok"] = show["recall_per_mtok"].map(lambda v: f"{v:.4f}")
+    return show.to_string(index=False, na_rep="-")
+
+
+def sweep_text(results: pd.DataFrame, constraints: dict[str, float]) -> str:
+    """What ``ctxlab sweep`` prints: totals per configuration, then the recommendation."""
+    from ctxlab.recommend import aggregate, recommend
+
+    lines = ["per configuration (totals over sessions; cost in USD, illustrative prices):",
+             _table(aggregate(results))]
+    if constraints:
+        lines += ["", "recommended (" + ", ".join(f"{k}={v:g}" for k, v in constraints.items())
+                  + "; cost/recall Pareto front, best recall per million tokens first):"]
+        try:
+            lines.append(_table(recommend(results, **constraints)))
+        except ConfigError as e:
+            lines.append(f"  {e}")
+    return "\n".join(lines)
+
+
+def _write(df: pd.DataFrame, out: Path) -> None:
+    try:
+        if out.suffix.lower() == ".csv":
+            df.to_csv(out, index=False)
+        else:
+            df.to_parquet(out, index=False)
+    except OSError as e:
+        raise ConfigError(f"cannot write {out}: {e.strerror or e}") from None
+    except ImportError as e:
+        raise ConfigError(f"writing Parquet needs pyarrow ({e}); pip install pyarrow, or "
+                          f"write a .csv") from None
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from ctxlab.cli import parse_window
+    from ctxlab.sweep import sweep
+    from ctxlab.sweep_grid import parse_grid
+
+    grid = parse_grid(args.grid or [])
+    if args.preset:
+        if "preset" in grid:
+            raise ConfigError("give presets with --preset or --grid preset=..., not both")
+        grid = {"preset": [p.strip() for p in args.preset.split(",") if p.strip()], **grid}
+    constraints = _constraints(args.require)
+    out = Path(args.output)
+    if out.suffix.lower() not in (".parquet", ".csv"):
+        raise ConfigError(f"-o {out}: write a .parquet or .csv file")
+    df = sweep(args.path, grid, estimator=args.estimator, window=parse_window(args.window),
+               workers=args.workers, progress=True if args.progress else None)
+    _write(df, out)
+    print(f"wrote {out}: {len(df):,} rows ({df['config'].nunique()} configurations x "
+          f"{df['session'].nunique()} sessions)")
+    print(sweep_text(df, constraints))
+    return 0
+
+
+def add_sweep_command(sub: Any) -> argparse.ArgumentParser:
+    """Add ``sweep`` to the subparsers of the ``ctxlab`` parser."""
+    sp = sub.add_parser("sweep", help="replay a grid of configurations over a folder of logs",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        epilog=SWEEP_EXAMPLES)
+    sp.add_argument("path", help="a folder of logs (or one log file)")
+    sp.add_argument("--grid", action="append", metavar="NAME=VALUES",
+                    help="a grid dimension, repeatable: threshold=0.6:0.95:0.05, "
+                         "prune.protect_tokens=10000,40000")
+    sp.add_argument("--preset", default=None,
+                    help="comma-separated presets (default neurolink)")
+    sp.add_argument("--window", default=None, metavar="TOKENS",
+                    help="context window, e.g. 200k (default: each call's model's)")
+    sp.add_argument("--estimator", default=None,
+                    help="token estimator spec (default: each pipeline's)")
+    sp.add_argument("--workers", type=int, default=None,
+                    help="processes (default: the CPU count; 1: no process pool)")
+    sp.add_argument("--require", action="append", metavar="NAME=VALUE",
+                    help="a constraint for the recommendation, repeatable: max_overflows=0, "
+                         "min_recall=0.98, max_cost=..., min_retention=...")
+    sp.add_argument("--progress", action="store_true",
+                    help="show the progress bar even when stderr is not a terminal")
+    sp.add_argument("-o", "--output", required=True,
+                    help="results file: .parquet (default) or .csv")
+    sp.set_defaults(func=_cmd_sweep)
+    return sp
+
+
+__all__ = ["add_sweep_command", "sweep_text"]

@@ -1,0 +1,153 @@
+"""Pick configurations from a sweep: totals per configuration, constraints, Pareto front.
+
+`aggregate` sums a `ctxlab.sweep.sweep` result over sessions, one row per
+configuration: counts and tokens are summed, ``peak_usage`` is the largest, ``recall``
+is pooled (1 − missing / needed over every call of every session), ``retention`` too
+(retained / hidden artifacts over every compaction event), and ``recall_per_mtok`` is
+that recall per million tokens sent (higher: more of what was needed kept for less
+input). `recommend` keeps the configurations that meet the constraints and, of those,
+the ones on the cost/recall Pareto front (no other is both cheaper or as cheap and
+better or as good at recall, and strictly one of them), best ``recall_per_mtok`` first.
+
+When nothing was needed in the whole corpus, ``recall`` is NaN; it then counts as
+meeting any ``min_recall`` and as 1.0 on the front (nothing was missed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ctxlab.errors import ConfigError
+
+SUMMED = ("calls", "compactions", "events", "failures", "summarizer_calls",
+          "summarizer_input_tokens", "summarizer_output_tokens", "tokens_sent", "cost",
+          "overflows", "forced_final", "needed", "missing", "hidden_artifacts", "retained",
+          "seconds")
+CONSTRAINTS: dict[str, tuple[str, str]] = {
+    "max_overflows": ("overflows", "max"), "max_forced_final": ("forced_final", "max"),
+    "max_failures": ("failures", "max"), "max_cost": ("cost", "max"),
+    "max_tokens_sent": ("tokens_sent", "max"), "max_peak_usage": ("peak_usage", "max"),
+    "min_recall": ("recall", "min"), "min_retention": ("retention", "min")}
+CLOSEST_SHOWN = 3
+
+
+def config_columns(results: pd.DataFrame) -> list[str]:
+    """The columns that name a configuration: those before ``file`` (but ``config``)."""
+    if "file" not in results.columns or "session" not in results.columns:
+        raise ConfigError("not a sweep result: it has no 'file' and 'session' columns "
+                          "(make one with ctxlab.sweep)")
+    return [c for c in results.columns[:results.columns.get_loc("file")] if c != "config"]
+
+
+def aggregate(results: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration of a sweep, totals over its sessions (module doc).
+
+    Example:
+        >>> df = pd.DataFrame({"preset": ["a", "a"], "file": ["f", "f"], "session": ["1", "2"],
+        ...                    "tokens_sent": [1_000_000, 1_000_000], "needed": [8, 2],
+        ...                    "missing": [1, 0], "peak_usage": [0.5, 0.7]})
+        >>> aggregate(df)[["recall", "recall_per_mtok", "peak_usage"]].values.tolist()
+        [[0.9, 0.45, 0.7]]
+    """
+    keys = config_columns(results)
+    df = results.copy()
+    for k in keys:  # NA keys (a stage param that did not apply) group together
+        df[k] = df[k].astype(object).where(df[k].notna(), "-")
+    g = df.groupby(keys, sort=False, dropna=False)
+    out = g.size().rename("sessions").to_frame()
+    for c in SUMMED:
+        if c in df:
+            out[c] = g[c].sum()
+    if "peak_usage" in df:
+        out["peak_usage"] = g["peak_usage"].max()
+    out = out.reset_index()
+    for k in keys:
+        out[k] = out[k].where(out[k] != "-", None)
+    needed = out["needed"].where(out["needed"] > 0)
+    out["recall"] = (1.0 - out["missing"] / needed).astype("float64")
+    if "hidden_artifacts" in out:
+        hidden = out["hidden_artifacts"].where(out["hidden_artifacts"] > 0)
+        out["retention"] = (out["retained"] / hidden).astype("float64")
+    sent = out["tokens_sent"].where(out["tokens_sent"] > 0)
+    out["recall_per_mtok"] = (out["recall"].fillna(1.0) / (sent / 1e6)).astype("float64")
+    return out
+
+
+def _violation(agg: pd.DataFrame, constraints: dict[str, float]) -> pd.Series:
+    """How far each configuration is from the constraints (0: meets all), in relative units."""
+    total = pd.Series(0.0, index=agg.index)
+    for name, limit in constraints.items():
+        col, kind = CONSTRAINTS[name]
+        v = agg[col].astype("float64")
+        if col == "recall":
+            v = v.fillna(1.0)
+        gap = (v - limit) if kind == "max" else (limit - v)
+        total += gap.clip(lower=0).fillna(np.inf) / max(abs(float(limit)), 1.0)
+    return total
+
+
+def pareto_front(cost: np.ndarray, quality: np.ndarray) -> np.ndarray:
+    """Which points no other beats: lower or equal cost and higher or equal quality, one
+    strictly.
+
+    Example:
+        >>> pareto_front(np.array([1.0, 2.0, 2.0, 3.0]), np.array([0.5, 0.9, 0.8, 0.9])).tolist()
+        [True, True, False, False]
+    """
+    c, q = np.asarray(cost, dtype=float), np.asarray(quality, dtype=float)
+    le, ge = c[None, :] <= c[:, None], q[None, :] >= q[:, None]
+    strict = (c[None, :] < c[:, None]) | (q[None, :] > q[:, None])
+    return ~(le & ge & strict).any(axis=1)
+
+
+def recommend(results: pd.DataFrame, **constraints: float) -> pd.DataFrame:
+    """The configurations that meet the constraints and are on the cost/recall front.
+
+    Args:
+        results: a `ctxlab.sweep.sweep` result (or several, concatenated).
+        **constraints: any of ``max_overflows``, ``max_forced_final``, ``max_failures``,
+            ``max_cost``, ``max_tokens_sent``, ``max_peak_usage``, ``min_recall``,
+            ``min_retention`` (totals over the sessions, `aggregate`).
+
+    Returns:
+        `aggregate` rows of the Pareto-optimal configurations, best ``recall_per_mtok``
+        first (ties: cheaper first).
+
+    Raises:
+        ConfigError: an unknown constraint, or no configuration meets them (the message
+            lists the closest ones and their values).
+    """
+    bad = sorted(set(constraints) - set(CONSTRAINTS))
+    if bad:
+        raise ConfigError(f"unknown constraint(s) {', '.join(bad)}; constraints: "
+                          f"{', '.join(CONSTRAINTS)}")
+    agg = aggregate(results)
+    if agg.empty:
+        raise ConfigError("the sweep result has no rows")
+    gap = _violation(agg, {k: float(v) for k, v in constraints.items()})
+    ok = agg[gap == 0]
+    if ok.empty:
+        raise ConfigError(_none_message(agg, gap, constraints, config_columns(results)))
+    front = ok[pareto_front(ok["cost"].to_numpy(), ok["recall"].fillna(1.0).to_numpy())]
+    order = np.lexsort((front["cost"].to_numpy(), -front["recall_per_mtok"].to_numpy()))
+    return front.iloc[order].reset_index(drop=True)
+
+
+def _none_message(agg: pd.DataFrame, gap: pd.Series, constraints: dict[str, Any],
+                  keys: list[str]) -> str:
+    keys = [k for k in keys if k != "note"]
+    cols = list(dict.fromkeys(CONSTRAINTS[n][0] for n in constraints))
+    lines = [f"no configuration meets {', '.join(f'{k}={v}' for k, v in constraints.items())}"
+             f"; the closest:"]
+    for i in gap.sort_values(kind="stable").index[:CLOSEST_SHOWN]:
+        r = agg.loc[i]
+        name = ", ".join(f"{k}={r[k]}" for k in keys if r[k] is not None and pd.notna(r[k]))
+        vals = ", ".join(f"{c}={r[c]:.4g}" for c in cols)
+        lines.append(f"  {name}: {vals}")
+    return "\n".join(lines)
+
+
+__all__ = ["CONSTRAINTS", "aggregate", "config_columns", "pareto_front", "recommend"]

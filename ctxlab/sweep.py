@@ -1,0 +1,313 @@
+"""Threshold tuning at scale: replay every configuration of a grid over every session.
+
+`sweep` expands a grid (`ctxlab.sweep_grid`) into configurations and replays each
+over each session of a corpus, one work unit per (configuration, session). Rows come
+back in configuration order, then session order (files in corpus order, sessions in
+log order), whatever the number of workers: with ``workers=1`` everything runs in
+this process; otherwise a process pool (``spawn``) runs the units, each worker
+loading the file of its session itself (only a path, format and session id travel),
+keeping the last files it loaded. `ctxlab.recommend.recommend` picks the best
+configurations from the result.
+
+Per row (`METRIC_COLUMNS`): ``calls``; ``compactions`` (calls whose trigger fired);
+``events``; ``failures`` (summarizer attempts that failed); ``summarizer_calls``,
+``summarizer_input_tokens``, ``summarizer_output_tokens``; ``tokens_sent`` (sum of the
+request sizes after compaction: the input cost); ``cost`` (USD, `PRICES`);
+``peak_usage`` (largest request / limit); ``overflows`` (requests over the window);
+``forced_final``; ``needed``, ``missing``, ``recall`` (pooled over the session's calls:
+1 − missing / needed, NaN when nothing was needed); ``hidden_artifacts``,
+``retained``, ``retention`` (all artifact kinds pooled over the compaction events:
+retained / hidden, NaN when no event hid any); ``seconds`` (wall time of the replay
+and its metrics: it varies from run to run, leave it out when comparing results).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from ctxlab.errors import ConfigError
+from ctxlab.loaders.corpus import Corpus, load_dir
+from ctxlab.loaders.records import LoadOptions
+from ctxlab.schema import Transcript
+from ctxlab.sweep_grid import Config, Grid, expand
+
+PRICES: dict[str, tuple[float, float]] = {
+    "claude-opus": (15.0, 75.0), "claude-opus-4-5": (5.0, 25.0),
+    "claude-sonnet": (3.0, 15.0), "claude-haiku": (1.0, 5.0), "claude-3-5-haiku": (0.8, 4.0),
+    "gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.4, 1.6), "gpt-4.1-nano": (0.1, 0.4),
+    "gpt-4o": (2.5, 10.0), "gpt-4o-mini": (0.15, 0.6), "gpt-5": (1.25, 10.0),
+    "gpt-5-mini": (0.25, 2.0), "o3": (2.0, 8.0), "gemini-2.5-pro": (1.25, 10.0),
+    "gemini-2.5-flash": (0.3, 2.5), "default": (3.0, 15.0)}
+"""USD per million (input, output) tokens by model family: the longest key a model name
+starts with (case ignored), else ``default``. Illustrative list prices (no cache or batch
+discounts) for comparing configurations, not a bill; pass ``prices=`` to `sweep` to
+change or add families. Requests are priced as input at their call's model; summarizer
+input and output at the session's first model. The agent's own output is the same under
+every configuration and is left out."""
+
+METRIC_COLUMNS = ("calls", "compactions", "events", "failures", "summarizer_calls",
+                  "summarizer_input_tokens", "summarizer_output_tokens", "tokens_sent", "cost",
+                  "peak_usage", "overflows", "forced_final", "needed", "missing", "recall",
+                  "hidden_artifacts", "retained", "retention", "seconds")
+FILES_KEPT = 2
+
+
+def price_for(model: Any, prices: Mapping[str, tuple[float, float]] = PRICES
+              ) -> tuple[float, float]:
+    """(input, output) USD per million tokens for a model name (`PRICES` rules).
+
+    Example:
+        >>> price_for("claude-sonnet-4-5-20250929"), price_for("gpt-4.1-mini-2025")
+        ((3.0, 15.0), (0.4, 1.6))
+    """
+    name = model.lower() if isinstance(model, str) else ""
+    keys = [k for k in prices if k != "default" and name.startswith(k.lower())]
+    if keys:
+        return prices[max(keys, key=len)]
+    if "default" not in prices:
+        raise ConfigError(f"no price for model {model!r} and no 'default' in the price table")
+    return prices["default"]
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a worker finds a session: a file (path, format, options) or an in-memory log."""
+
+    path: str
+    format: str | None = None
+    options: LoadOptions | None = None
+    memory: int | None = None
+
+
+_MEMORY: list[Transcript] = []
+_FILES: OrderedDict[str, Transcript] = OrderedDict()
+
+
+def _init_worker(memory: list[Transcript]) -> None:
+    _MEMORY[:] = memory
+    _FILES.clear()
+
+
+def _load(src: Source) -> Transcript:
+    if src.memory is not None:
+        return _MEMORY[src.memory]
+    if src.path not in _FILES:
+        from ctxlab.loaders.registry import get
+        _FILES[src.path] = get(str(src.format)).load(Path(src.path),
+                                                     src.options or LoadOptions())
+        while len(_FILES) > FILES_KEPT:
+            _FILES.popitem(last=False)
+    _FILES.move_to_end(src.path)
+    return _FILES[src.path]
+
+
+def _sessions_of(src: Source) -> list[str]:
+    t = _load(src)
+    return [s for s in t.sessions if (t.calls["session"] == s).any()]
+
+
+def _run_unit(config: Config, src: Source, session: str, stage_cols: Sequence[str],
+              prices: Mapping[str, tuple[float, float]]) -> dict[str, Any]:
+    """One replay and its metrics: the row of (configuration, session)."""
+    from ctxlab.metrics import summarize_recall, summarize_retention
+    from ctxlab.replay import replay
+
+    t = _load(src).session(session)
+    p = config.pipeline()
+    t0 = time.perf_counter()
+    r = replay(t, p, window=config.window, estimator=config.estimator)
+    rec = summarize_recall(r.recall())
+    ret = summarize_retention(r.retention())
+    seconds = time.perf_counter() - t0
+    c, ev = r.calls, r.events
+    n = len(c)
+
+    def ev_sum(col: str) -> int:
+        return int(pd.to_numeric(ev[col], errors="coerce").fillna(0).sum()) \
+            if col in ev and len(ev) else 0
+
+    s_in, s_out = ev_sum("summarizer_input_tokens"), ev_sum("summarizer_output_tokens")
+    first_model = c["model"].iloc[0] if n else None
+    cost = 0.0
+    if n:
+        sent = c.groupby(c["model"].astype(object).fillna(""), sort=True)["tokens_after"].sum()
+        cost = sum(float(v) * price_for(m or None, prices)[0] for m, v in sent.items())
+    pin, pout = price_for(first_model, prices)
+    cost = (cost + s_in * pin + s_out * pout) / 1e6
+    row = {**config.columns(stage_cols), "file": src.path, "session": session,
+           "calls": n, "compactions": int(c["triggered"].sum()) if n else 0,
+           "events": int(ev["event"].notna().sum()) if len(ev) else 0,
+           "failures": int(ev["failure"].notna().sum()) if "failure" in ev else 0,
+           "summarizer_calls": ev_sum("summarizer_calls"),
+           "summarizer_input_tokens": s_in, "summarizer_output_tokens": s_out,
+           "tokens_sent": int(c["tokens_after"].sum()) if n else 0, "cost": cost,
+           "peak_usage": float(c["usage_after"].max()) if n else 0.0,
+           "overflows": int(c["over_window"].sum()) if n else 0,
+           "forced_final": int(c["forced_final"].sum()) if n else 0,
+           "needed": rec["needed"], "missing": rec["missing"], "recall": rec["recall"],
+           "hidden_artifacts": ret["hidden_artifacts"], "retained": ret["retained"],
+           "retention": ret["retention"], "seconds": seconds}
+    return row
+
+
+def _task(index: int, config: Config, src: Source, session: str, stage_cols: Sequence[str],
+          prices: Mapping[str, tuple[float, float]]) -> tuple[int, dict[str, Any]]:
+    return index, _run_unit(config, src, session, stage_cols, prices)
+
+
+def _sources(corpus: Any) -> tuple[list[Source], list[Transcript]]:
+    if isinstance(corpus, (str, Path)):
+        path = Path(corpus)
+        if path.is_dir():
+            corpus = load_dir(path)
+        elif path.is_file():
+            from ctxlab.loaders.registry import detect
+            return [Source(path=str(path), format=detect(path).name)], []
+        else:
+            raise ConfigError(f"{path}: no such file or folder")
+    if isinstance(corpus, Corpus):
+        files = corpus.files[corpus.files["status"] == "log"]
+        if files.empty:
+            raise ConfigError("the corpus has no logs (corpus.files says why)")
+        return [Source(path=str(p), format=str(f), options=corpus.options)
+                for p, f in zip(files["path"], files["format"])], []
+    if isinstance(corpus, Transcript):
+        corpus = [corpus]
+    if isinstance(corpus, Sequence) and corpus and all(isinstance(t, Transcript)
+                                                       for t in corpus):
+        return [Source(path=str(t.meta.get("path") or f"<transcript {i}>"), memory=i)
+                for i, t in enumerate(corpus)], list(corpus)
+    raise ConfigError("sweep takes a Corpus, a folder or file path, a Transcript or a list "
+                      f"of Transcripts, not {type(corpus).__name__}")
+
+
+def _bar(total: int, progress: bool | None, desc: str) -> Any:
+    if progress is False or (progress is None and not sys.stderr.isatty()):
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=total, desc=desc, file=sys.stderr, leave=False)
+
+
+def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
+          grid: Grid | Sequence[Grid], *, engine: str = "local",
+          estimator: str | None = None, window: int | None = None,
+          workers: int | None = None, prices: Mapping[str, tuple[float, float]] | None = None,
+          progress: bool | None = None) -> pd.DataFrame:
+    """Replay every configuration of a grid over every session: one row per pair.
+
+    Args:
+        corpus: a `Corpus`, a folder or log file path, a `Transcript` or a list of them.
+            Files are loaded by the workers; in-memory transcripts are sent to each
+            worker once.
+        grid: name -> values (`ctxlab.sweep_grid`), or a list of such grids (their union).
+        engine: ``"local"`` (a process pool on this machine).
+        estimator, window: for configurations whose grid does not set them (None: the
+            pipeline's estimator, each call's model's window).
+        workers: processes (None: the CPU count; 1: no pool, everything here).
+        prices: USD per million (input, output) tokens by model family, merged over
+            `PRICES`.
+        progress: a tqdm bar on stderr (None: when stderr is a terminal and tqdm is
+            installed).
+
+    Returns:
+        One row per configuration × session, in configuration then session order:
+        ``config`` (index), the configuration's columns (``preset``, ``threshold``,
+        ``target``, ``window``, ``estimator``, any ``stage.param``, ``note``), ``file``,
+        ``session`` and `METRIC_COLUMNS`.
+
+    Example:
+        >>> from ctxlab.sweep import sweep
+        >>> df = sweep("datasets/coding_session_b.jsonl",
+        ...            {"preset": ["neurolink"], "threshold": [0.5, 0.8]}, workers=1)
+        >>> df["threshold"].tolist(), df["compactions"].tolist()
+        ([0.5, 0.8], [2, 1])
+    """
+    if engine == "dask":
+        raise ConfigError("engine='dask' is planned but not available yet; use engine='local'")
+    if engine != "local":
+        raise ConfigError(f"unknown engine {engine!r}; engines: local")
+    if workers is not None and workers < 1:
+        raise ConfigError(f"workers must be >= 1, not {workers}")
+    table = {**PRICES, **(prices or {})}
+    configs, stage_cols = expand(grid)
+    configs = [replace(c, window=c.window if c.window is not None else window,
+                       estimator=c.estimator if c.estimator is not None else estimator)
+               for c in configs]
+    sources, memory = _sources(corpus)
+    n_workers = workers if workers is not None else (os.cpu_count() or 1)
+    pool = None
+    if n_workers > 1:
+        import multiprocessing as mp
+        pool = ProcessPoolExecutor(max_workers=n_workers, mp_context=mp.get_context("spawn"),
+                                   initializer=_init_worker, initargs=(memory,))
+    else:
+        _init_worker(memory)
+    try:
+        session_lists = list(pool.map(_sessions_of, sources)) if pool is not None else \
+            [_sessions_of(s) for s in sources]
+        sessions = [(src, s) for src, ss in zip(sources, session_lists) for s in ss]
+        units = [(ci * len(sessions) + si, config, src, s)
+                 for si, (src, s) in enumerate(sessions) for ci, config in enumerate(configs)]
+        bar = _bar(len(units), progress, "sweep")
+        rows = _run_all(units, stage_cols, table, pool, bar)
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    return _frame(rows, configs, len(sessions), stage_cols)
+
+
+def _run_all(units: list[tuple[int, Config, Source, str]], stage_cols: list[str],
+             table: Mapping[str, tuple[float, float]], pool: ProcessPoolExecutor | None,
+             bar: Any) -> dict[int, dict[str, Any]]:
+    rows: dict[int, dict[str, Any]] = {}
+    try:
+        if pool is None:
+            for i, config, src, s in units:
+                rows[i] = _run_unit(config, src, s, stage_cols, table)
+                if bar is not None:
+                    bar.update(1)
+        else:
+            futures = [pool.submit(_task, i, config, src, s, stage_cols, table)
+                       for i, config, src, s in units]
+            for fut in as_completed(futures):
+                i, row = fut.result()
+                rows[i] = row
+                if bar is not None:
+                    bar.update(1)
+    finally:
+        if bar is not None:
+            bar.close()
+    return rows
+
+
+def _frame(rows: Mapping[int, dict[str, Any]], configs: list[Config], n_sessions: int,
+           stage_cols: Iterable[str]) -> pd.DataFrame:
+    ordered = [dict(config=i // n_sessions, **rows[i]) for i in sorted(rows)]
+    cols = ["config", "preset", "threshold", "target", "window", "estimator", *stage_cols,
+            "note", "file", "session", *METRIC_COLUMNS]
+    df = pd.DataFrame(ordered, columns=cols)
+    df["window"] = df["window"].astype("Int64")
+    for c in ("recall", "retention", "cost", "peak_usage", "seconds"):
+        df[c] = df[c].astype("float64")
+    return df
+
+
+def equal_results(a: pd.DataFrame, b: pd.DataFrame) -> bool:
+    """Whether two sweeps agree on everything but timing (``seconds``)."""
+    return a.drop(columns="seconds").equals(b.drop(columns="seconds"))
+
+
+__all__ = ["METRIC_COLUMNS", "PRICES", "equal_results", "price_for", "sweep"]

@@ -1,0 +1,256 @@
+"""ctxlab.sweep: grids, the local engine (same rows from any worker count), metrics,
+recommend, and the ``sweep`` command."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import ctxlab
+from ctxlab.cli_sweep import add_sweep_command
+from ctxlab.errors import ConfigError
+from ctxlab.recommend import aggregate, pareto_front, recommend
+from ctxlab.sweep import METRIC_COLUMNS, PRICES, equal_results, price_for, sweep
+from ctxlab.sweep_grid import expand, parse_grid, parse_spec
+
+from conftest import DATASETS
+
+SEEDS = ("neurolink", "probe", "ai-agent", "copilot-legacy", "copilot-fixed", "neuron")
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    """A folder of two logs: 1 + 4 sessions."""
+    d = tmp_path_factory.mktemp("small")
+    for name in ("coding_session_b", "openai_sessions"):
+        shutil.copy(DATASETS / f"{name}.jsonl", d / f"{name}.jsonl")
+    return d
+
+
+GRID = {"preset": ["neurolink", "neuron"], "threshold": [0.5, 0.8],
+        "prune.protect_tokens": [10_000, 40_000]}
+
+
+@pytest.fixture(scope="module")
+def serial(small):
+    return sweep(small, GRID, workers=1)
+
+
+# -- grids -------------------------------------------------------------------------------
+
+
+def test_parse_spec_ranges_include_stop_without_float_drift():
+    name, values = parse_spec("threshold=0.6:0.95:0.05")
+    assert name == "threshold"
+    assert values == [0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95]
+    assert parse_spec("prune.protect_tokens=10000:30000:10000")[1] == [10_000, 20_000, 30_000]
+    assert parse_spec("preset=neurolink, copilot-fixed")[1] == ["neurolink", "copilot-fixed"]
+    assert parse_spec("window=100k,none")[1] == [100_000, None]
+    assert parse_spec("truncate.keep_tool_pairs=true,false")[1] == [True, False]
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("threshold", "name=a:b:step"), ("bogus=1,2", "names: preset, threshold"),
+    ("threshold=0.9:0.6:0.1", "start <= stop"), ("threshold=a:1:0.1", "not a number")])
+def test_parse_spec_errors_say_what_to_write(spec, words):
+    with pytest.raises(ConfigError, match=words):
+        parse_spec(spec)
+
+
+def test_parse_grid_rejects_a_name_given_twice():
+    with pytest.raises(ConfigError, match="given twice"):
+        parse_grid(["threshold=0.5", "threshold=0.6"])
+
+
+def test_expand_orders_combinations_and_skips_a_stage_param_with_a_note():
+    configs, stage_cols = expand(GRID)
+    assert stage_cols == ["prune.protect_tokens"]
+    # neurolink has prune: 2 thresholds x 2 values; neuron has none: 2 thresholds, once each
+    assert len(configs) == 6
+    cols = [c.columns(stage_cols) for c in configs]
+    assert [(c["preset"], c["threshold"], c["prune.protect_tokens"]) for c in cols] == [
+        ("neurolink", 0.5, 10_000), ("neurolink", 0.5, 40_000), ("neurolink", 0.8, 10_000),
+        ("neurolink", 0.8, 40_000), ("neuron", 0.5, None), ("neuron", 0.8, None)]
+    assert cols[0]["note"] is None
+    assert "prune.protect_tokens not applied: neuron has no prune stage" in cols[4]["note"]
+    assert configs[0].pipeline().stages[0].protect_tokens == 10_000
+
+
+def test_expand_of_a_list_of_grids_is_their_union_without_duplicates():
+    configs, _ = expand([{"preset": ["neurolink"]},
+                         {"preset": ["neurolink"], "threshold": [0.8, 0.6]}])
+    # neurolink's own threshold is 0.8: the same replay as threshold=0.8, kept once
+    assert [c.pipeline().threshold for c in configs] == [0.8, 0.6]
+    assert configs[0].fields == ()
+
+
+@pytest.mark.parametrize("grid, words", [
+    ({"treshold": [0.5]}, "unknown grid name 'treshold'; names: preset, threshold"),
+    ({"preset": ["nope"]}, "unknown preset 'nope'; presets:"),
+    ({"preset": ["neuron"], "prune.protect_tokens": [1]},
+     "no preset of the grid has a 'prune' stage; their stages: clear_tool_results, keep_last"),
+    ({"prune.protect": [1]}, "stage 'prune' has no parameter 'protect'; its parameters: "),
+    ({"threshold": [0.5, 20]}, "threshold must be a ratio"),
+    ({"threshold": 0.5}, "give a list of values"), ({"threshold": []}, "has no values"),
+    ({"window": ["big"]}, "not a window in tokens")])
+def test_expand_errors_name_the_valid_choices(grid, words):
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(")):
+        expand(grid)
+
+
+# -- the local engine ----------------------------------------------------------------------
+
+
+def test_rows_are_configuration_then_session_order_with_every_metric(serial):
+    df = serial
+    assert len(df) == 6 * 5
+    assert df["config"].tolist() == [i for i in range(6) for _ in range(5)]
+    sessions = df["session"].iloc[:5].tolist()
+    assert sessions[0] == ctxlab.load(DATASETS / "coding_session_b.jsonl").sessions[0]
+    assert all(df["session"].iloc[i * 5:(i + 1) * 5].tolist() == sessions for i in range(6))
+    assert set(METRIC_COLUMNS) <= set(df.columns)
+    assert df["file"].str.endswith("coding_session_b.jsonl").sum() == 6
+    assert (df["seconds"] > 0).all()
+
+
+def test_two_workers_give_the_same_rows_in_the_same_order(small, serial):
+    parallel = sweep(small, GRID, workers=2)
+    assert equal_results(serial, parallel)
+    # and the equality check is not vacuous: the rows differ between configurations
+    assert serial.groupby("config")["tokens_sent"].sum().nunique() > 1
+
+
+def test_row_metrics_match_the_replay_itself(serial):
+    t = ctxlab.load(DATASETS / "coding_session_b.jsonl")
+    p = expand(GRID)[0][2].pipeline()  # neurolink at 0.8, protect 10k
+    r = ctxlab.replay(t, p)
+    s = r.summary()
+    row = serial[serial["config"] == 2].iloc[0]
+    assert row["session"] == t.sessions[0]
+    assert (row["calls"], row["compactions"], row["tokens_sent"], row["overflows"]) == (
+        s["calls"], s["compactions"], s["tokens_sent"], s["over_window"])
+    assert row["recall"] == pytest.approx(s["recall"]) and row["missing"] == s["missing"]
+    assert row["peak_usage"] == pytest.approx(s["peak_usage"])
+    ev = r.events
+    assert row["summarizer_input_tokens"] == int(ev["summarizer_input_tokens"].fillna(0).sum())
+    # claude-opus at the illustrative price: requests as input, summarizer tokens added
+    pin, pout = price_for("claude-opus-4-6")
+    expected = (s["tokens_sent"] + row["summarizer_input_tokens"]) * pin / 1e6 \
+        + row["summarizer_output_tokens"] * pout / 1e6
+    assert row["cost"] == pytest.approx(expected)
+
+
+def test_prices_can_be_overridden_and_transcripts_swept_in_memory():
+    t = ctxlab.load(DATASETS / "openai_sessions.jsonl")
+    grid = {"preset": ["neuron"]}
+    base = sweep(t, grid, workers=1)
+    cheap = sweep([t], grid, workers=1, prices={"gpt-4.1": (1.0, 4.0)})
+    assert PRICES["gpt-4.1"] == (2.0, 8.0)
+    assert cheap["cost"].to_numpy() == pytest.approx(base["cost"].to_numpy() / 2)
+    assert equal_results(base.drop(columns="cost"), cheap.drop(columns="cost"))
+    assert len(base) == len(t.sessions)
+    assert price_for("mystery-model") == PRICES["default"]
+
+
+def test_engine_and_source_errors():
+    with pytest.raises(ConfigError, match="engine='dask' is planned"):
+        sweep(DATASETS, {"preset": ["neuron"]}, engine="dask")
+    with pytest.raises(ConfigError, match="unknown engine 'ray'; engines: local"):
+        sweep(DATASETS, {"preset": ["neuron"]}, engine="ray")
+    with pytest.raises(ConfigError, match="no such file or folder"):
+        sweep(DATASETS / "absent", {"preset": ["neuron"]})
+    with pytest.raises(ConfigError, match="workers must be >= 1"):
+        sweep(DATASETS, {"preset": ["neuron"]}, workers=0)
+
+
+# -- recommend -----------------------------------------------------------------------------
+
+
+def _results(rows):
+    cols = ["preset", "file", "session", "tokens_sent", "cost", "overflows", "needed",
+            "missing", "peak_usage"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+FAKE = _results([
+    ("a", "f", "1", 1_000_000, 1.0, 0, 10, 1, 0.5), ("a", "f", "2", 1_000_000, 1.0, 0, 10, 1, 0.9),
+    ("b", "f", "1", 3_000_000, 3.0, 0, 10, 0, 0.5), ("b", "f", "2", 3_000_000, 3.0, 0, 10, 0, 0.5),
+    ("c", "f", "1", 1_000_000, 1.0, 1, 10, 0, 1.2), ("c", "f", "2", 1_000_000, 1.0, 0, 10, 0, 0.5),
+    ("d", "f", "1", 3_000_000, 3.0, 0, 10, 2, 0.5), ("d", "f", "2", 3_000_000, 3.0, 0, 10, 2, 0.5)])
+
+
+def test_aggregate_pools_recall_over_sessions():
+    agg = aggregate(FAKE).set_index("preset")
+    assert agg.loc["a", "recall"] == pytest.approx(0.9)
+    assert agg.loc["a", "peak_usage"] == 0.9 and agg.loc["c", "overflows"] == 1
+    assert agg.loc["b", "recall_per_mtok"] == pytest.approx(1.0 / 6)
+
+
+def test_recommend_keeps_the_pareto_front_that_meets_the_constraints():
+    rec = recommend(FAKE, max_overflows=0)
+    # c overflows; d is dominated by a (cheaper and better); a and b are the front
+    assert rec["preset"].tolist() == ["a", "b"]
+    assert recommend(FAKE)["preset"].tolist() == ["c"]  # c dominates a once overflow is allowed
+    assert recommend(FAKE, max_overflows=0, min_recall=0.95)["preset"].tolist() == ["b"]
+
+
+def test_recommend_errors_list_the_closest_configurations():
+    with pytest.raises(ConfigError, match=r"(?s)no configuration meets.*closest:\n  preset=a"):
+        recommend(FAKE, max_overflows=0, max_cost=5.0, min_recall=0.99)
+    with pytest.raises(ConfigError, match="unknown constraint.*min_recal;"):
+        recommend(FAKE, min_recal=0.9)
+
+
+def test_pareto_front_keeps_ties_and_drops_dominated_points():
+    front = pareto_front(np.array([1.0, 1.0, 2.0, 0.5]), np.array([0.9, 0.9, 0.95, 0.1]))
+    assert front.tolist() == [True, True, True, True]
+    assert pareto_front(np.array([1.0, 1.0]), np.array([0.9, 0.8])).tolist() == [True, False]
+
+
+# -- the command ---------------------------------------------------------------------------
+
+
+def _run(argv):
+    p = argparse.ArgumentParser(prog="ctxlab")
+    add_sweep_command(p.add_subparsers(dest="command", required=True))
+    args = p.parse_args(argv)
+    return args.func(args)
+
+
+def test_sweep_command_writes_results_and_prints_the_recommendation(tmp_path, capsys):
+    out = tmp_path / "r.parquet"
+    log = DATASETS / "openai_sessions.jsonl"
+    assert _run(["sweep", str(log), "--preset", "neuron,neurolink", "--grid",
+                 "threshold=0.7:0.8:0.1", "--workers", "1", "--require", "max_overflows=0",
+                 "-o", str(out)]) == 0
+    df = pd.read_parquet(out)
+    assert len(df) == 4 * 4 and df["preset"].unique().tolist() == ["neuron", "neurolink"]
+    text = capsys.readouterr().out
+    assert f"wrote {out}: 16 rows (4 configurations x 4 sessions)" in text
+    assert "recommended (max_overflows=0" in text
+    with pytest.raises(ConfigError, match="bad --require 'recall=1'"):
+        _run(["sweep", str(log), "--require", "recall=1", "-o", str(out)])
+    with pytest.raises(ConfigError, match="write a .parquet or .csv"):
+        _run(["sweep", str(log), "-o", str(tmp_path / "r.xlsx")])
+
+
+# -- must show: on datasets/, the recommendation beats every seed preset -------------------
+
+
+@pytest.mark.slow
+def test_recommendation_on_datasets_has_no_overflow_and_beats_every_seed_per_token():
+    """Recall per token = pooled recall / million tokens sent, over all 7 sessions."""
+    grid = [{"preset": list(SEEDS)},  # each seed at its own threshold
+            {"preset": ["copilot-fixed", "neuron"], "threshold": [0.5]}]
+    results = sweep(DATASETS, grid, workers=2)
+    assert results["session"].nunique() == 7
+    best = recommend(results, max_overflows=0).iloc[0]
+    assert best["overflows"] == 0
+    seeds = aggregate(results).iloc[:len(SEEDS)]
+    assert seeds["preset"].tolist() == list(SEEDS)
+    assert (best["recall_per_mtok"] > seeds["recall_per_mtok"]).all(), (
+        best.to_dict(), seeds[["preset", "recall_per_mtok"]].to_string())
