@@ -10,8 +10,11 @@ earlier summary first, by `ctxlab.summarizers.structured.merge_previous`).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from ctxlab.tokens.base import Estimator
 
@@ -24,6 +27,14 @@ def _cut(text: str, chars: int) -> str:
     """One line of at most ``chars`` characters (an ellipsis marks a cut)."""
     text = " ".join(text.split())
     return text if len(text) <= chars else text[: chars - 1].rstrip() + "…"
+
+
+@functools.lru_cache(maxsize=65_536)
+def _normal(text: str) -> str:
+    """The merging key of an entry's text: spacing, quotes and case do not count."""
+    return " ".join(text.split()).strip('"`').lower()
+
+
 @dataclass(slots=True)
 class _Entry:
     section: int
@@ -48,18 +59,21 @@ class _Notes:
 
     @staticmethod
     def key(section: int, text: str) -> tuple[int, str]:
-        return section, " ".join(text.split()).strip('"`').lower()
+        return section, _normal(text)
 
     def add(self, section: int, text: str, tier: int, *, key: str | None = None,
             ops: tuple[str, ...] = ()) -> _Entry:
-        k = self.key(section, key or text)
+        k = (section, _normal(key or text))
         entry = self.entries.get(k)
         if entry is None:
             self.count += 1
             entry = self.entries[k] = _Entry(section=section, text=text, tier=tier,
                                              order=self.count)
-        entry.tier = max(entry.tier, tier)
-        entry.ops.extend(op for op in dict.fromkeys(ops) if op and op not in entry.ops)
+        elif tier > entry.tier:
+            entry.tier = tier
+        if ops:
+            have = entry.ops
+            have.extend(op for op in dict.fromkeys(ops) if op and op not in have)
         return entry
 
     def of(self, section: int) -> list[_Entry]:
@@ -81,19 +95,72 @@ def fit(notes: _Notes, budget_tokens: int, estimator: Estimator) -> str:
     def tokens(text: str) -> int:
         return int(estimator.count([text])[0])
 
-    first = min((e.order for e in notes.of(1)), default=0)
-    drop = [e.order for e in sorted(notes.entries.values(),
-                                    key=lambda e: (e.tier, e.order == first, e.order))]
+    entries = list(notes.entries.values())
+    first = min((e.order for e in entries if e.section == 1), default=0)
+    drop = [e.order for e in sorted(entries, key=lambda e: (e.tier, e.order == first, e.order))]
+    rank: dict[int, int] = {}          # an entry is shown while fewer than rank+1 are dropped
+    for i, order in enumerate(drop):
+        rank.setdefault(order, i)
+    bodies: list[list[tuple[int, str]]] = [[] for _ in TITLES]
+    for e in entries:
+        bodies[e.section - 1].append((rank[e.order], f"- {e.render()}"))
+    heads = [f"{s}. {title}:" for s, title in enumerate(TITLES, start=1)]
 
-    def render(k: int) -> str:
-        return notes.render(frozenset(drop[:k]))
+    def render(k: int) -> str:         # `_Notes.render` without the first k of ``drop``
+        lines: list[str] = []
+        for head, body in zip(heads, bodies):
+            lines.append(head)
+            lines.extend([line for r, line in body if r >= k] or [_NONE])
+        return "\n".join(lines)
 
-    lo, hi = 0, len(drop)          # the fewest dropped entries that fit the budget
+    count = _length_counter(heads, bodies, estimator)
+    lo = _fewest_dropped(len(drop), budget_tokens, count or (lambda k: tokens(render(k))))
+    text = render(lo)
+    n = tokens(text)
+    if count is not None and n != count(lo):     # the shortcut disagrees: search exactly
+        lo = _fewest_dropped(len(drop), budget_tokens, lambda k: tokens(render(k)))
+        text = render(lo)
+        n = tokens(text)
+    return text if n <= budget_tokens else _truncate(text, budget_tokens, tokens)
+
+
+_NONE = "- (none)"
+
+
+def _fewest_dropped(n: int, budget_tokens: int, count: Callable[[int], int]) -> int:
+    """Binary search for the fewest dropped entries whose rendering fits the budget."""
+    lo, hi = 0, n
     while lo < hi:
         mid = (lo + hi) // 2
-        lo, hi = (lo, mid) if tokens(render(mid)) <= budget_tokens else (mid + 1, hi)
-    text = render(lo)
-    return text if tokens(text) <= budget_tokens else _truncate(text, budget_tokens, tokens)
+        lo, hi = (lo, mid) if count(mid) <= budget_tokens else (mid + 1, hi)
+    return lo
+
+
+def _length_counter(heads: list[str], bodies: list[list[tuple[int, str]]],
+                    estimator: Estimator) -> Callable[[int], int] | None:
+    """For a character-ratio estimator, the token count of the rendering without the first
+    k dropped entries from the line lengths alone (lengths add up over joined lines in
+    every unit, and the count is a function of the length); None for other estimators."""
+    from ctxlab.tokens.base import text_lengths, text_series
+    from ctxlab.tokens.heuristics import CharRatio
+
+    if type(estimator) is not CharRatio:
+        return None
+    lines = heads + [_NONE] + [line for body in bodies for _, line in body]
+    lengths = text_lengths(text_series(lines), estimator.unit).tolist()
+    fixed, none = sum(lengths[:len(heads)]), lengths[len(heads)]
+    it = iter(lengths[len(heads) + 1:])
+    sized = [[(r, next(it)) for r, _ in body] for body in bodies]
+
+    def count(k: int) -> int:
+        total, n_lines = fixed, len(heads)
+        for body in sized:
+            kept = [size for r, size in body if r >= k]
+            total += sum(kept) if kept else none
+            n_lines += len(kept) or 1
+        return int(estimator.from_lengths(np.array([total + n_lines - 1]))[0])
+
+    return count
 
 
 def _truncate(text: str, budget_tokens: int, tokens: Callable[[str], int]) -> str:
