@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.engine import Budget, StageRun, make_view, request_parts
+from ctxlab.errors import CtxlabError
 from ctxlab.history import SessionHistory
 from ctxlab.layers import assign_layers
 from ctxlab.pipeline import (Pipeline, compact_view, pipeline_estimator, provider_for,
@@ -45,6 +46,12 @@ class Settings:
     estimator: str | Estimator | None
     overhead_tokens: Mapping[str, int]
     reported_until: Mapping[str, float] = field(default_factory=dict)
+
+
+class NotReplayed(CtxlabError, KeyError):
+    """`Replay.at` was asked for a call the replay did not reach."""
+
+    __str__ = Exception.__str__  # the message as written, not KeyError's quoted repr
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,11 +90,13 @@ class Replay:
         s = self._session(session)
         c = self.calls[(self.calls["session"] == s) & (self.calls["call"] == call)]
         if c.empty:
-            raise KeyError(f"call {call} of session {s!r} was not replayed")
+            raise NotReplayed(f"call {call} of session {s!r} was not replayed (calls "
+                              f"{self.calls['call'].min()}..{self.calls['call'].max()} were)")
         end = float(self.base.calls.loc[(self.base.calls["session"] == s)
                                         & (self.base.calls["call"] == call),
                                         "input_end_pos"].iloc[0])
-        mine = self.events[(self.events["session"] == s) & (self.events["call"] == call)]
+        ev = self.events[self.events["event"].notna()]          # failed attempts made none
+        mine = ev[(ev["session"] == s) & (ev["call"] == call)]
         before_t = self.transcript.rewind(int(mine["event"].min()), session=s) if len(mine) \
             else self.transcript
         est = _estimator(self.settings, self.base, s, call)
@@ -97,7 +106,8 @@ class Replay:
     def rewind(self, call: int, session: str | None = None) -> Replay:
         """The replay as it was before ``call``: its events and later ones undone."""
         s = self._session(session)
-        later = self.events[(self.events["session"] == s) & (self.events["call"] >= call)]
+        ev = self.events[self.events["event"].notna()]          # failed attempts made none
+        later = ev[(ev["session"] == s) & (ev["call"] >= call)]
         t = self.transcript.rewind(int(later["event"].min()), session=s) if len(later) \
             else self.transcript
         keep = ~((self.calls["session"] == s) & (self.calls["call"] >= call))

@@ -26,3 +26,13 @@ def realdata() -> Path:
     if not REALDATA.is_dir():
         pytest.skip(f"real transcripts not available: {REALDATA} is absent")
     return REALDATA
+
+
+@pytest.fixture
+def forget_registered_summarizers():
+    """Summarizers a test registers (configured backends, recorded ones) are dropped after it."""
+    from ctxlab import summarizers
+    before = set(summarizers.names())
+    yield
+    for name in set(summarizers.names()) - before:
+        summarizers.unregister(name)

@@ -347,3 +347,20 @@ def test_every_summarizer_call_is_in_the_replays_events_with_tokens_and_time():
     assert (ev["summarizer_calls"] == 1).all() and (ev["summarizer_input_tokens"] == 4321).all()
     assert (ev["summarizer_output_tokens"] == int(CHARS4.count(["1. Primary Request: x"])[0])).all()
     assert (ev["summarizer_ms"] > 0).all()
+
+
+def test_a_replay_whose_only_rows_are_failures_rewinds_and_resumes(failing_openai):
+    t = ctxlab.load(datasets.path("coding_session"))
+    p = Pipeline(name="summarize-only", threshold=0.5, target=0.3, limit="window",
+                 estimator="chars:4",
+                 stages=stages_from([("summarize", {"summarizer": failing_openai})]))
+    r = ctxlab.replay(t, p, window=120_000)
+    assert len(r.events) and r.events["event"].isna().all()
+    k = int(r.events["call"].iloc[0])
+    before, after = r.at(k)                  # nothing was hidden: the same request
+    pd.testing.assert_frame_equal(before, after)
+    again = r.rewind(k).resume(p)
+    pd.testing.assert_frame_equal(again.events.drop(columns=["ms", "summarizer_ms"]),
+                                  r.events.drop(columns=["ms", "summarizer_ms"]))
+    with pytest.raises(ctxlab.CtxlabError, match="was not replayed"):
+        r.at(10_000)

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 import ctxlab
-from ctxlab import summarizers
 from ctxlab.errors import ConfigError, CtxlabError
 from ctxlab.summarizers import SummarizerError, local, summarizer
 from ctxlab.summarizers.local import (LLAMA_CPP_INSTALL, SMOLLM2_ALIAS, SMOLLM2_SHA256,
@@ -29,12 +28,8 @@ llm = pytest.mark.llm
 
 
 @pytest.fixture(autouse=True)
-def _forget_registered():
-    """Summarizers configured by a test (they point at this session's ports) are dropped."""
-    before = set(summarizers.names())
-    yield
-    for name in set(summarizers.names()) - before:
-        summarizers.unregister(name)
+def _forget_registered(forget_registered_summarizers):
+    """Summarizers a test registers are dropped after it (see conftest)."""
 
 
 @pytest.fixture(scope="session")

@@ -26,12 +26,8 @@ TEXT = f"{CLAUDE_CODE_PREAMBLE}\n\nSummary:\n1. Primary Request and Intent: fix 
 
 
 @pytest.fixture(autouse=True)
-def _forget_registered():
-    """Recorded summarizers registered by a test are unregistered after it."""
-    before = set(summarizers.names())
-    yield
-    for name in set(summarizers.names()) - before:
-        summarizers.unregister(name)
+def _forget_registered(forget_registered_summarizers):
+    """Summarizers a test registers are dropped after it (see conftest)."""
 
 
 def _log(session: str = "s", text: str = TEXT) -> ctxlab.Transcript:

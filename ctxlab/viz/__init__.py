@@ -14,6 +14,6 @@ from ctxlab.viz.plots import (STAGE_STATUS, context_parts_df, figure_png, figure
                               plot_retention, plot_stages)
 from ctxlab.viz.widgets import EstimatorLab, ReplayExplorer
 
-__all__ = ["STAGE_STATUS", "EstimatorLab", "ReplayExplorer", "context_parts_df", "figure_png", "figure_svg", "plot_context",
-           "plot_estimators", "plot_layers", "plot_reported_usage", "plot_retention",
-           "plot_stages"]
+__all__ = ["STAGE_STATUS", "EstimatorLab", "ReplayExplorer", "context_parts_df", "figure_png",
+           "figure_svg", "plot_context", "plot_estimators", "plot_layers", "plot_reported_usage",
+           "plot_retention", "plot_stages"]

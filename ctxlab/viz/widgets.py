@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ctxlab.errors import ConfigError, CtxlabError
+from ctxlab.errors import ConfigError
 from ctxlab.viz.parts_table import Side, parts_html, request_table_df
 from ctxlab.viz.widgets_base import WidgetView, error_html, mapping_html
 from ctxlab.viz.widgets_estimators import EstimatorLab
@@ -340,13 +340,6 @@ class ReplayExplorer(WidgetView):
 
     def _on_change(self, method: Callable[[Any], None]) -> Callable[[dict[str, Any]], None]:
         return lambda change: None if self._syncing else self._guard(method, change["new"])
-
-    def _guard(self, method: Callable[..., None], *args: Any) -> None:
-        try:
-            method(*args)
-        except CtxlabError as e:
-            self._error = str(e)
-            self._refresh()
 
     def _refresh(self) -> None:
         if not self._w:

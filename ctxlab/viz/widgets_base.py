@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from ctxlab.errors import CtxlabError
+
 if TYPE_CHECKING:
     import ipywidgets
 
@@ -90,6 +92,17 @@ class WidgetView:
 
     def _build(self) -> ipywidgets.Widget:
         raise NotImplementedError
+
+    def _guard(self, method: Any, *args: Any) -> None:
+        """Run a control's method: a refused value shows in the status line instead of
+        raising; ignored while the widget is updating its own controls (``_syncing``)."""
+        if getattr(self, "_syncing", False):
+            return
+        try:
+            method(*args)
+        except CtxlabError as e:
+            self._error = str(e)
+            self._refresh()
 
     def _refresh(self) -> None:
         """Bring the built widget's outputs up to date with the state (no-op before)."""

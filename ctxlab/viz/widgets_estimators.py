@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ctxlab.errors import ConfigError, CtxlabError
+from ctxlab.errors import ConfigError
 from ctxlab.tokens import Estimator, estimator as get_estimator
 from ctxlab.tokens.accuracy import PartsSource, compare_estimators_df, estimator_errors_df
 from ctxlab.tokens.content import CLASSES
@@ -184,15 +184,6 @@ class EstimatorLab(WidgetView):
         body = w.HBox([w.Box([self._w["tables"]], layout=w.Layout(width="45%")),
                        w.Box([self._w["figure"]], layout=w.Layout(width="55%"))])
         return w.VBox([w.HBox([w_est, w_ref]), self._w["status"], body])
-
-    def _guard(self, method: Any, value: Any) -> None:
-        if self._syncing:
-            return
-        try:
-            method(value)
-        except CtxlabError as e:
-            self._error = str(e)
-            self._refresh()
 
     def _refresh(self) -> None:
         if not self._w:
