@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.errors import ConfigError
+from ctxlab.viz.style import preview_texts
 
 if TYPE_CHECKING:
     from ctxlab.replay import Replay
@@ -72,12 +73,10 @@ def request_table_df(replay: Replay, call: int, *, side: Side = "before",
         reason = pd.Series(pd.NA, index=parts.index, dtype=object)
     frame = replay.transcript.frame
     content = frame.loc[frame["session"] == s].set_index("part")["content"]
-    text = (parts["part"].map(content).astype("string").fillna("")
-            .str.replace(r"\s+", " ", regex=True).str.strip())
-    cut = text.str.slice(0, PREVIEW_CHARS - 1) + "…"
     out = parts[["part", "pos", "role", "kind", "layer", "tokens", "status", "stage"]].copy()
     out["reason"] = reason.astype("string")
-    out["preview"] = text.where(text.str.len() <= PREVIEW_CHARS, cut)
+    out["preview"] = preview_texts(parts["part"].map(content).astype("string").fillna(""),
+                                   PREVIEW_CHARS)
     return out[list(TABLE_COLUMNS)].reset_index(drop=True)
 
 

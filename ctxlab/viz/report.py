@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.redact import redact as redact_text
+from ctxlab.viz.style import preview_texts
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -294,15 +295,12 @@ def _previews(replay: Replay, ledger: pd.DataFrame, cells: _Cells) -> pd.Series:
     merged = ledger[["session", "part"]].astype({"part": "int64"}).merge(
         f.astype({"part": "int64"}), on=["session", "part"], how="left")
 
-    def preview(text: Any) -> Any:
-        if text is None or text is pd.NA:
-            return pd.NA
-        s = redact_text(str(text)) if cells.redact else str(text)
-        s = " ".join(s.split())
-        return s if len(s) <= PREVIEW_CHARS else s[:PREVIEW_CHARS - 1] + "…"
-
-    return pd.Series([preview(x) for x in merged["content"].tolist()], index=ledger.index,
-                     dtype=object)
+    content = merged["content"].astype("string")
+    if cells.redact:
+        content = content.map(redact_text, na_action="ignore").astype("string")
+    shown = preview_texts(content, PREVIEW_CHARS)
+    return pd.Series(shown.astype(object).where(shown.notna(), pd.NA).tolist(),
+                     index=ledger.index, dtype=object)
 
 
 def _ledger(replay: Replay, cells: _Cells) -> str:

@@ -12,6 +12,8 @@ import io
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -92,3 +94,15 @@ def figure_png(fig: Figure, *, dpi: float = 100) -> bytes:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, metadata={"Software": None})
     return buf.getvalue()
+
+
+def preview_texts(texts: pd.Series, chars: int) -> pd.Series:
+    """Contents as one-line previews: whitespace runs collapsed, cut at ``chars`` with
+    "…"; NA stays NA.
+
+    Example:
+        >>> preview_texts(pd.Series(["a\\n  b", "x" * 10, None]), 5).tolist()
+        ['a b', 'xxxx…', <NA>]
+    """
+    text = texts.astype("string").str.replace(r"\s+", " ", regex=True).str.strip()
+    return text.where(text.str.len() <= chars, text.str.slice(0, chars - 1) + "…")
