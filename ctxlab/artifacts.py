@@ -141,6 +141,64 @@ def artifacts(texts: pd.Series, *, user: pd.Series | None = None) -> pd.DataFram
     return out.drop(columns="_o").reset_index(drop=True)[list(_COLUMNS)]
 
 
+def artifacts_cached(texts: pd.Series, *, user: pd.Series | None = None) -> pd.DataFrame:
+    """`artifacts`, remembering each text's artifacts for the life of the process.
+
+    The same texts come back at every replay of a session (a sweep replays it once
+    per configuration, a report measures recall and retention): only texts not seen
+    before are extracted. Same result as `artifacts` (``row`` is the position in
+    ``texts``). At most `ARTIFACT_CACHE_TEXTS` texts are kept (oldest dropped first).
+
+    Example:
+        >>> s = pd.Series(["see src/app.py", "see src/app.py"])
+        >>> from pandas.testing import assert_frame_equal
+        >>> assert_frame_equal(artifacts_cached(s), artifacts(s), check_dtype=False)
+    """
+    if user is not None and len(user) != len(texts):
+        raise ConfigError(f"user has {len(user)} values for {len(texts)} texts")
+    values = texts.astype(object).where(texts.notna(), "").tolist()
+    flags = [True] * len(values) if user is None else user.to_numpy(dtype=bool).tolist()
+    keys = list(zip(values, flags))
+    new = list(dict.fromkeys(k for k in keys if k not in _CACHE))
+    if new:
+        found = artifacts(pd.Series([k[0] for k in new], dtype=object),
+                          user=pd.Series([k[1] for k in new], dtype=bool))
+        rows = found["row"].to_numpy().tolist()
+        kinds, vals = found["kind"].tolist(), found["value"].tolist()
+        per: dict[int, tuple[list[str], list[str]]] = {}
+        for r, k, v in zip(rows, kinds, vals):
+            entry = per.setdefault(r, ([], []))
+            entry[0].append(k)
+            entry[1].append(v)
+        for i, key in enumerate(new):
+            k, v = per.get(i, ((), ()))
+            _CACHE[key] = (tuple(k), tuple(v))
+        while len(_CACHE) > ARTIFACT_CACHE_TEXTS:
+            del _CACHE[next(iter(_CACHE))]
+    out_rows: list[int] = []
+    out_kinds: list[str] = []
+    out_values: list[str] = []
+    for i, key in enumerate(keys):
+        k, v = _CACHE[key] if key in _CACHE else _uncached(key)
+        if k:
+            out_rows.extend([i] * len(k))
+            out_kinds.extend(k)
+            out_values.extend(v)
+    return pd.DataFrame({"row": pd.Series(out_rows, dtype=object),
+                         "kind": pd.Series(out_kinds, dtype="str"),
+                         "value": pd.Series(out_values, dtype=object)})
+
+
+def _uncached(key: tuple[str, bool]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Artifacts of one text the bounded cache already let go (a batch over the bound)."""
+    found = artifacts(pd.Series([key[0]], dtype=object), user=pd.Series([key[1]]))
+    return tuple(found["kind"].tolist()), tuple(found["value"].tolist())
+
+
+ARTIFACT_CACHE_TEXTS = 200_000
+_CACHE: dict[tuple[str, bool], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+
+
 def _tokens(text: pd.Series) -> pd.DataFrame:
     m = text.str.extractall(_TOKENS)
     if m.empty:

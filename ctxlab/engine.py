@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,7 +21,8 @@ from ctxlab.history import SessionHistory
 from ctxlab.layers import assign_layers
 from ctxlab.schema import Transcript
 from ctxlab.stages.base import Edit, Stage, View
-from ctxlab.stages.grammar import grammar_counts
+from ctxlab.stages.grammar import view_grammar
+from ctxlab.stages.table import Table, concat
 from ctxlab.tokens.base import Estimator
 from ctxlab.visibility import part_spans
 
@@ -69,8 +70,8 @@ class StageRun:
     summarizer_input_tokens: int = 0
     summarizer_output_tokens: int = 0
     summarizer_ms: float = 0.0
-    removed: pd.DataFrame | None = field(default=None, repr=False, compare=False)
-    added: pd.DataFrame | None = field(default=None, repr=False, compare=False)
+    removed: Table | None = field(default=None, repr=False, compare=False)
+    added: Table | None = field(default=None, repr=False, compare=False)
 
     @property
     def tokens_saved(self) -> int:
@@ -103,16 +104,27 @@ def build_view(t: Transcript, session: str, end_pos: float, estimator: Estimator
     return make_view(request_parts(t, session, end_pos), estimator, budget, session, call)
 
 
-def make_view(parts: pd.DataFrame, estimator: Estimator, budget: Budget, session: str,
+def make_view(parts: pd.DataFrame | Table, estimator: Estimator, budget: Budget, session: str,
               call: int | None = None) -> View:
     """A view of a request's parts (in position order), counted and layered."""
-    parts = parts.reset_index(drop=True)
-    parts["tokens"] = estimator.count_parts(parts) if len(parts) else np.zeros(0, np.int64)
-    parts["layer"] = assign_layers(parts)
-    return View(parts=parts, estimator=estimator,
+    table = parts if isinstance(parts, Table) else \
+        Table.from_frame(parts.reset_index(drop=True))
+    tokens = estimator.count_parts(table) if len(table) else np.zeros(0, np.int64)
+    table = table.with_columns(tokens=(tokens, TOKENS_DTYPE))
+    return View(table=with_layers(table), estimator=estimator,
                 window_tokens=budget.window_tokens, limit_tokens=budget.limit_tokens,
                 target_tokens=budget.target_tokens, overhead_tokens=budget.overhead_tokens,
                 session=session, call=call)
+
+
+TOKENS_DTYPE = np.dtype(np.int64)
+
+
+def with_layers(table: Table) -> Table:
+    """The table with its ``layer`` column (re)assigned: text, or object when empty, as a
+    DataFrame column set from the same array would be."""
+    dtype = pd.StringDtype(na_value=np.nan) if len(table) else np.dtype(object)
+    return table.with_columns(layer=(assign_layers(table), dtype))
 
 
 def call_end_pos(t: Transcript, session: str, call: int) -> float:
@@ -150,7 +162,7 @@ def run_on(history: SessionHistory, view: View, stages: Sequence[Stage], *, end_
     the edited transcript.
     """
     runs: list[StageRun] = []
-    grammar = sum(grammar_counts(view.parts).values())
+    grammar = sum(view_grammar(view).values())
     for st in stages:
         if until_target and runs and view.total_tokens <= view.target_tokens:
             break
@@ -172,7 +184,7 @@ def run_on(history: SessionHistory, view: View, stages: Sequence[Stage], *, end_
         view, removed, added = edit_view(view, edit.hide, inserted)
         after = view.total_tokens
         history.note(event, tokens_after=int(after))
-        g_after = sum(grammar_counts(view.parts).values())
+        g_after = sum(view_grammar(view).values())
         runs.append(StageRun(stage=st.name, event=event, tokens_before=before,
                              tokens_after=after, hidden=len(edit.hide),
                              inserted=len(edit.insert), grammar_before=grammar,
@@ -194,24 +206,26 @@ def summarizer_totals(edit: Edit | None) -> dict[str, Any]:
 
 
 def edit_view(view: View, hide: Sequence[int],
-              inserted: pd.DataFrame) -> tuple[View, pd.DataFrame, pd.DataFrame]:
+              inserted: Table) -> tuple[View, Table, Table]:
     """The view after an edit (hidden parts gone, inserted parts counted and placed), and
     the rows the edit removed and added (with tokens and layer)."""
-    p = view.parts
-    gone = np.isin(p["part"].to_numpy(dtype=np.int64), np.asarray(hide, dtype=np.int64))
-    removed = p.iloc[np.flatnonzero(gone)]
+    p = view.table
+    gone = np.isin(p.ints("part"), np.asarray(hide, dtype=np.int64))
+    removed = p.take(np.flatnonzero(gone))
     kept = np.flatnonzero(~gone)
     if len(inserted):               # one concat and one take, in position order
-        new = inserted.assign(tokens=view.estimator.count_parts(inserted), layer="")
-        both = pd.concat([p, new], ignore_index=True)
+        tokens = view.estimator.count_parts(inserted)
+        new = inserted.with_columns(tokens=(tokens, TOKENS_DTYPE),
+                                    layer=(np.full(len(inserted), "", dtype=object),
+                                           p.dtypes.get("layer", np.dtype(object))))
+        both = concat(p, new)
         rows = np.concatenate([kept, len(p) + np.arange(len(new))])
-        order = np.argsort(both["pos"].to_numpy(dtype=np.float64)[rows], kind="stable")
+        order = np.argsort(np.asarray(both.col("pos"), dtype=np.float64)[rows], kind="stable")
         parts = both.take(rows[order])
         is_new = order >= len(kept)
     else:                           # the kept rows are already in position order
         parts = p.take(kept)
         is_new = np.zeros(len(kept), dtype=bool)
-    parts.index = pd.RangeIndex(len(parts))
-    parts["layer"] = assign_layers(parts)
-    added = parts.iloc[np.flatnonzero(is_new)]
-    return replace(view, parts=parts), removed, added
+    parts = with_layers(parts)
+    added = parts.take(np.flatnonzero(is_new))
+    return view.with_table(parts), removed, added

@@ -25,6 +25,7 @@ import pandas as pd
 from ctxlab.errors import ConfigError
 from ctxlab.schema import EVENT_COLUMNS, PART_COLUMNS, Transcript, coerce
 from ctxlab.stages.base import Edit, NewPart
+from ctxlab.stages.table import Table, concat, from_columns
 from ctxlab.visibility import part_spans
 
 CONDENSING_STAGES = frozenset({"summarize", "reattach"})
@@ -71,8 +72,10 @@ class SessionHistory:
         self._new_event_pos: list[float] = []
         self._events: list[dict[str, Any]] = []
         self._meta: list[dict[str, Any]] = []
-        self._new_all: pd.DataFrame | None = None   # inserted rows, hidden_by may be stale
-        self._new_hidden_stale = False
+        self._new_all: pd.DataFrame | None = None   # inserted rows as a frame (on demand)
+        self._new_table: Table | None = None        # inserted rows, hidden_by may be stale
+        self._frame_stale = self._table_stale = False   # hidden_by changed since built
+        self._table: Table | None = None
         self._transcript: Transcript | None = t
 
     # ---- positions ---------------------------------------------------------------------
@@ -100,7 +103,9 @@ class SessionHistory:
         i = int(np.searchsorted(self._event_pos, end_pos, side="left"))
         if i:
             below.append(float(self._event_pos[i - 1]))
-        below += [p for p in self._new_event_pos if p < end_pos]
+        j = bisect.bisect_left(self._new_event_pos, end_pos)     # kept sorted
+        if j:
+            below.append(self._new_event_pos[j - 1])
         finite = [b for b in below if np.isfinite(b)]
         lo = max(finite) if finite else end_pos - 1.0
         return lo + (end_pos - lo) / 2.0
@@ -178,14 +183,16 @@ class SessionHistory:
                              "pre_tokens": pre_tokens, "pos": pos, "reason": edit.reason,
                              "source": None})
         self._meta.append(record)
-        self._new_event_pos.append(pos)
+        bisect.insort(self._new_event_pos, pos)
         self.next_event += 1
         self._transcript = None
-        chunk = coerce({k: v[first:] for k, v in self._new.items()}, PART_COLUMNS)
+        chunk = from_columns({k: v[first:] for k, v in self._new.items()}, self.dtypes)
         if len(chunk):
-            self._new_all = chunk if self._new_all is None else \
-                pd.concat([self._new_all, chunk], ignore_index=True)
-        self._new_hidden_stale = self._new_hidden_stale or bool(new)
+            self._new_table = chunk if self._new_table is None else \
+                concat(self.new_table(), chunk)
+            self._new_all = None
+        if new:
+            self._frame_stale = self._table_stale = True
         return event_id, chunk
 
     def _add_row(self, new: NewPart, pos: float, stage: str, event_id: int, i: int) -> None:
@@ -213,25 +220,55 @@ class SessionHistory:
         self._transcript = None
 
     # ---- reading -----------------------------------------------------------------------
+    @property
+    def dtypes(self) -> dict[str, Any]:
+        """The dtype of every part column (those of the session's frame)."""
+        return self.table.dtypes
+
+    @property
+    def table(self) -> Table:
+        """The session's own parts as a `Table` (built on first use)."""
+        if self._table is None:
+            self._table = Table.from_frame(self.frame.reset_index(drop=True))
+        return self._table
+
     def new_frame(self) -> pd.DataFrame:
         """Every part inserted so far (with ``hidden_by`` as it stands)."""
         if self._new_all is None:
-            return coerce(self._new, PART_COLUMNS)
-        if self._new_hidden_stale:
+            self._new_all = coerce(self._new, PART_COLUMNS)
+        elif self._frame_stale:
             self._new_all["hidden_by"] = pd.array(self._new["hidden_by"], dtype="Int64")
-            self._new_hidden_stale = False
+        self._frame_stale = False
         return self._new_all
 
-    def visible(self, end_pos: float) -> pd.DataFrame:
+    def new_table(self) -> Table:
+        """`new_frame` as a `Table`."""
+        if self._new_table is None:
+            return from_columns(self._new, self.dtypes)
+        if self._table_stale:
+            hidden = [np.nan if h is None else h for h in self._new["hidden_by"]]
+            self._new_table = self._new_table.with_columns(
+                hidden_by=(np.asarray(hidden, dtype=np.float64), self.dtypes["hidden_by"]))
+            self._table_stale = False
+        return self._new_table
+
+    def visible_table(self, end_pos: float) -> Table:
         """The parts a call whose input ends at ``end_pos`` sees, in position order."""
         rows = np.flatnonzero((self.lo < end_pos) & (end_pos <= self.hi))
-        out = self.frame.iloc[rows]
+        out = self.table.take(rows)
         if self.new_lo:
             lo, hi = np.asarray(self.new_lo), np.asarray(self.new_hi)
             new = np.flatnonzero((lo < end_pos) & (end_pos <= hi))
             if len(new):
-                out = pd.concat([out, self.new_frame().iloc[new]], ignore_index=True)
-        return by_position(out)
+                out = concat(out, self.new_table().take(new))
+        pos = np.asarray(out.col("pos"), dtype=np.float64)
+        if len(pos) > 1 and not (pos[1:] >= pos[:-1]).all():
+            out = out.take(np.argsort(pos, kind="stable"))
+        return out
+
+    def visible(self, end_pos: float) -> pd.DataFrame:
+        """`visible_table` as a DataFrame."""
+        return self.visible_table(end_pos).frame()
 
     def transcript(self) -> Transcript:
         """The transcript with every edit applied (built once per change)."""

@@ -22,12 +22,13 @@ message of that turn.
 
 from __future__ import annotations
 
+import re
 from typing import Literal, get_args
 
 import numpy as np
 import pandas as pd
 
-from ctxlab.stages.base import labels
+from ctxlab.stages.base import Rows, count_rows, ints, labels
 
 Layer = Literal["system", "tools", "carried", "current", "history", "prompt"]
 LAYERS: tuple[str, ...] = get_args(Layer)
@@ -36,7 +37,7 @@ LAYER_CODES = {"system": "L1", "tools": "tools", "carried": "L2", "current": "L3
                "history": "L4", "prompt": "L5"}
 
 
-def assign_layers(parts: pd.DataFrame) -> np.ndarray:
+def assign_layers(parts: Rows) -> np.ndarray:
     """The layer of every part of one request (parts of ONE session, any order).
 
     Example:
@@ -47,12 +48,12 @@ def assign_layers(parts: pd.DataFrame) -> np.ndarray:
         >>> assign_layers(parts).tolist()
         ['system', 'history', 'history', 'prompt', 'current', 'current']
     """
-    if parts.empty:
+    if not count_rows(parts):
         return np.array([], dtype=object)
     role = labels(parts, "role")
     kind = labels(parts, "kind")
-    turn = parts["turn"].to_numpy(dtype=np.int64, na_value=0)
-    msg = parts["msg"].to_numpy(dtype=np.int64)
+    turn = ints(parts, "turn")
+    msg = ints(parts, "msg")
     current = int(turn.max())
     user_text = (role == "user") & (kind == "text")
     user_msgs = msg[(turn == current) & user_text]
@@ -66,10 +67,34 @@ def assign_layers(parts: pd.DataFrame) -> np.ndarray:
     layer[(role == "system") & (kind != "summary") & (kind != "marker")] = "system"
     if "content" in parts:
         rows = np.flatnonzero(user_text)
-        injected = parts["content"].iloc[rows].str.match(INJECTED_CONTEXT)
-        layer[rows[injected.to_numpy(dtype=bool, na_value=False)]] = "system"
+        if len(rows):
+            layer[rows[injected_context(labels(parts, "content")[rows])]] = "system"
     layer[kind == "tool_schema"] = "tools"
     return layer
+
+
+def injected_context(texts: np.ndarray) -> np.ndarray:
+    """Which texts open with context a client injects (`INJECTED_CONTEXT`); None is not.
+
+    Answers are remembered per text (a replay asks about the same user messages at
+    every call), up to `_SEEN_MAX` texts.
+    """
+    seen = _SEEN
+    out = np.empty(len(texts), dtype=bool)
+    for i, t in enumerate(texts):
+        hit = seen.get(t)
+        if hit is None:
+            hit = isinstance(t, str) and _INJECTED.match(t) is not None
+            if len(seen) >= _SEEN_MAX:
+                seen.clear()
+            seen[t] = hit
+        out[i] = hit
+    return out
+
+
+_INJECTED = re.compile(INJECTED_CONTEXT)
+_SEEN: dict[object, bool] = {}
+_SEEN_MAX = 65_536
 
 
 def layers_df(parts: pd.DataFrame, *, overhead_tokens: int = 0) -> pd.DataFrame:

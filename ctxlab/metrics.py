@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ctxlab.artifacts import ARTIFACT_KINDS, artifacts, instruction_rows
+from ctxlab.artifacts import (ARTIFACT_KINDS, artifacts, artifacts_cached,  # noqa: F401
+                              instruction_rows)
 from ctxlab.errors import ConfigError
 from ctxlab.schema import Transcript
 from ctxlab.visibility import part_spans
@@ -38,7 +39,7 @@ def part_artifacts(t: Transcript) -> pd.DataFrame:
     """
     f = t.frame
     texts = f["content"].reset_index(drop=True)
-    occ = artifacts(texts, user=instruction_rows(f).reset_index(drop=True))
+    occ = artifacts_cached(texts, user=instruction_rows(f).reset_index(drop=True))
     occ["session"] = f["session"].to_numpy(dtype=object)[occ["row"].to_numpy(dtype=np.int64)]
     occ["aid"] = occ.groupby(["session", "kind", "value"], sort=True).ngroup()
     return occ

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from ctxlab.engine import Budget, StageRun, call_end_pos, make_view, run_on
@@ -22,8 +23,8 @@ from ctxlab.history import SessionHistory
 from ctxlab.layers import LAYERS
 from ctxlab.schema import Transcript
 from ctxlab.stages import stage as make_stage
-from ctxlab.stages.base import Stage, View
-from ctxlab.stages.grammar import grammar_counts
+from ctxlab.stages.base import Stage, View, labels, one_of
+from ctxlab.stages.grammar import view_grammar
 from ctxlab.tokens import Estimator, estimator as get_estimator
 from ctxlab.tokens.windows import effective_limit, output_reserve, resolve_window
 
@@ -226,8 +227,8 @@ def checked_tokens(view: View, layers: tuple[str, ...] | None) -> int:
     """Tokens the trigger sees: the whole request, or only some layers."""
     if layers is None:
         return view.total_tokens
-    p = view.parts
-    tokens = int(p.loc[p["layer"].isin(list(layers)), "tokens"].sum())
+    chosen = one_of(labels(view, "layer"), layers)
+    tokens = int(np.asarray(view.col("tokens"), dtype=np.int64)[chosen].sum())
     return tokens + (view.overhead_tokens if "system" in layers else 0)
 
 
@@ -275,7 +276,7 @@ def compact(t: Transcript, pipeline: str | Pipeline, *, window: int | None = Non
     budget = Budget(window_tokens=win, limit_tokens=limit, target_tokens=target,
                     overhead_tokens=int(overhead_tokens))
     history = SessionHistory(t, session)
-    view = make_view(history.visible(end), est, budget, session, call)
+    view = make_view(history.visible_table(end), est, budget, session, call)
     return compact_view(history, view, p, end_pos=end, force=force)
 
 
@@ -287,7 +288,7 @@ def compact_view(history: SessionHistory, view: View, p: Pipeline, *, end_pos: f
     a fresh one per call. ``checked``: what the trigger measures, when the caller knows
     better than the view's estimate (``trigger_on="reported"``).
     """
-    before, g_before = view.total_tokens, grammar_counts(view.parts)
+    before, g_before = view.total_tokens, view_grammar(view)
     runs: list[StageRun] = []
     if p.always:
         view, more = run_on(history, view, p.always, end_pos=end_pos, trigger="always",
@@ -314,7 +315,7 @@ def compact_view(history: SessionHistory, view: View, p: Pipeline, *, end_pos: f
         window_tokens=view.window_tokens, within_target=after <= target or not triggered,
         over_window=after > view.window_tokens,
         forced_final=p.on_over == "final" and after > limit,
-        grammar_before=g_before, grammar_after=grammar_counts(view.parts), runs=tuple(runs),
+        grammar_before=g_before, grammar_after=view_grammar(view), runs=tuple(runs),
         trigger_scope=trigger_scope(p), history=history, view=view)
 
 

@@ -8,6 +8,8 @@ that recall per million tokens sent (higher: more of what was needed kept for le
 input). `recommend` keeps the configurations that meet the constraints and, of those,
 the ones on the cost/recall Pareto front (no other is both cheaper or as cheap and
 better or as good at recall, and strictly one of them), best ``recall_per_mtok`` first.
+`config_index`, `meets` and `ranked` expose the same steps for callers that work on one
+aggregate (the notebook tuner, `ctxlab.viz.plot_sweep`).
 
 When nothing was needed in the whole corpus, ``recall`` is NaN; it then counts as
 meeting any ``min_recall`` and as 1.0 on the front (nothing was missed).
@@ -42,6 +44,26 @@ def config_columns(results: pd.DataFrame) -> list[str]:
     return [c for c in results.columns[:results.columns.get_loc("file")] if c != "config"]
 
 
+def _grouped(results: pd.DataFrame) -> tuple[list[str], pd.DataFrame, Any]:
+    keys = config_columns(results)
+    df = results.copy()
+    for k in keys:  # NA keys (a stage param that did not apply) group together
+        df[k] = df[k].astype(object).where(df[k].notna(), "-")
+    return keys, df, df.groupby(keys, sort=False, dropna=False)
+
+
+def config_index(results: pd.DataFrame) -> pd.Series:
+    """Each row's configuration: the position of its row in `aggregate` of ``results``.
+
+    Example:
+        >>> df = pd.DataFrame({"preset": ["b", "a", "b"], "file": "f", "session": ["1", "1", "2"],
+        ...                    "tokens_sent": 1, "needed": 0, "missing": 0})
+        >>> config_index(df).tolist(), aggregate(df)["preset"].tolist()
+        ([0, 1, 0], ['b', 'a'])
+    """
+    return _grouped(results)[2].ngroup()
+
+
 def aggregate(results: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration of a sweep, totals over its sessions (module doc).
 
@@ -52,11 +74,7 @@ def aggregate(results: pd.DataFrame) -> pd.DataFrame:
         >>> aggregate(df)[["recall", "recall_per_mtok", "peak_usage"]].values.tolist()
         [[0.9, 0.45, 0.7]]
     """
-    keys = config_columns(results)
-    df = results.copy()
-    for k in keys:  # NA keys (a stage param that did not apply) group together
-        df[k] = df[k].astype(object).where(df[k].notna(), "-")
-    g = df.groupby(keys, sort=False, dropna=False)
+    keys, df, g = _grouped(results)
     out = g.size().rename("sessions").to_frame()
     for c in SUMMED:
         if c in df:
@@ -103,6 +121,26 @@ def pareto_front(cost: np.ndarray, quality: np.ndarray) -> np.ndarray:
     return ~(le & ge & strict).any(axis=1)
 
 
+def _checked(constraints: dict[str, Any]) -> dict[str, float]:
+    bad = sorted(set(constraints) - set(CONSTRAINTS))
+    if bad:
+        raise ConfigError(f"unknown constraint(s) {', '.join(bad)}; constraints: "
+                          f"{', '.join(CONSTRAINTS)}")
+    return {k: float(v) for k, v in constraints.items()}
+
+
+def meets(agg: pd.DataFrame, **constraints: float) -> pd.Series:
+    """Whether each configuration of an `aggregate` result meets the constraints
+    (`recommend`'s rules: NaN recall meets any ``min_recall``).
+
+    Example:
+        >>> agg = pd.DataFrame({"overflows": [0, 2], "recall": [0.9, float("nan")]})
+        >>> meets(agg, max_overflows=0).tolist(), meets(agg, min_recall=0.95).tolist()
+        ([True, False], [False, True])
+    """
+    return _violation(agg, _checked(constraints)) == 0
+
+
 def recommend(results: pd.DataFrame, **constraints: float) -> pd.DataFrame:
     """The configurations that meet the constraints and are on the cost/recall front.
 
@@ -120,20 +158,28 @@ def recommend(results: pd.DataFrame, **constraints: float) -> pd.DataFrame:
         ConfigError: an unknown constraint, or no configuration meets them (the message
             lists the closest ones and their values).
     """
-    bad = sorted(set(constraints) - set(CONSTRAINTS))
-    if bad:
-        raise ConfigError(f"unknown constraint(s) {', '.join(bad)}; constraints: "
-                          f"{', '.join(CONSTRAINTS)}")
-    agg = aggregate(results)
+    _checked(constraints)
+    return ranked(aggregate(results), **constraints).reset_index(drop=True)
+
+
+def ranked(agg: pd.DataFrame, **constraints: float) -> pd.DataFrame:
+    """`recommend` of an `aggregate` result (or some of its rows): the same rows in the
+    same order, keeping ``agg``'s index (which configurations they are).
+
+    Raises:
+        ConfigError: as `recommend`.
+    """
+    limits = _checked(constraints)
     if agg.empty:
         raise ConfigError("the sweep result has no rows")
-    gap = _violation(agg, {k: float(v) for k, v in constraints.items()})
+    gap = _violation(agg, limits)
     ok = agg[gap == 0]
     if ok.empty:
-        raise ConfigError(_none_message(agg, gap, constraints, config_columns(results)))
+        keys = list(agg.columns[:agg.columns.get_loc("sessions")])
+        raise ConfigError(_none_message(agg, gap, constraints, keys))
     front = ok[pareto_front(ok["cost"].to_numpy(), ok["recall"].fillna(1.0).to_numpy())]
     order = np.lexsort((front["cost"].to_numpy(), -front["recall_per_mtok"].to_numpy()))
-    return front.iloc[order].reset_index(drop=True)
+    return front.iloc[order]
 
 
 def _none_message(agg: pd.DataFrame, gap: pd.Series, constraints: dict[str, Any],
@@ -150,4 +196,5 @@ def _none_message(agg: pd.DataFrame, gap: pd.Series, constraints: dict[str, Any]
     return "\n".join(lines)
 
 
-__all__ = ["CONSTRAINTS", "aggregate", "config_columns", "pareto_front", "recommend"]
+__all__ = ["CONSTRAINTS", "aggregate", "config_columns", "config_index", "meets", "pareto_front",
+           "ranked", "recommend"]

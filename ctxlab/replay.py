@@ -303,7 +303,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
         if p.always or checked > p.threshold * limit:
             budget = Budget(window_tokens=win, limit_tokens=limit,
                             target_tokens=row["target_tokens"], overhead_tokens=overhead)
-            view = make_view(history.visible(end), est, budget, session, k)
+            view = make_view(history.visible_table(end), est, budget, session, k)
             r = compact_view(history, view, p, end_pos=end, checked=reported)
             made = [run for run in r.runs if run.event is not None]
             if made:

@@ -147,16 +147,14 @@ def apply_to_sums(sums: Sums, made: list[StageRun]) -> None:
         for frame, sign in ((run.removed, -1), (run.added, +1)):
             if frame is None or frame.empty:
                 continue
-            layer = frame["layer"].to_numpy(dtype=object)
-            kind = frame["kind"].to_numpy(dtype=object)
+            layer = frame.col("layer")
+            kind = frame.col("kind")
             # the layer already says system and tools; the rest is attachment or other
             cats = np.where(np.isin(layer, ["system", "tools"]), layer,
                             np.where(kind == "attachment", "attach", "other"))
-            for cat, n, turn, msg in zip(cats.tolist(),
-                                         frame["tokens"].to_numpy(dtype=np.int64).tolist(),
-                                         frame["turn"].to_numpy(dtype=np.int64,
-                                                                na_value=0).tolist(),
-                                         frame["msg"].to_numpy(dtype=np.int64).tolist()):
+            for cat, n, turn, msg in zip(cats.tolist(), frame.ints("tokens").tolist(),
+                                         frame.ints("turn").tolist(),
+                                         frame.ints("msg").tolist()):
                 sums.add(cat, n, turn, msg, sign)
 
 
@@ -178,15 +176,15 @@ def ledger_rows(session: str, compactions: list[tuple[int, list[StageRun]]]) -> 
                 n = len(frame)
                 cols["order"].append(np.full(n, i))
                 cols["action"].append(np.full(n, action))
-                cols["pos"].append(frame["pos"].to_numpy(dtype=np.float64))
+                cols["pos"].append(np.asarray(frame.col("pos"), dtype=np.float64))
                 cols["event"].append(np.full(n, int(run.event)))
                 cols["call"].append(np.full(n, call))
                 cols["stage"].append(np.full(n, run.stage, dtype=object))
                 cols["reason"].append(np.full(n, run.reason, dtype=object))
-                cols["part"].append(frame["part"].to_numpy(dtype=np.int64))
-                cols["tokens"].append(frame["tokens"].to_numpy(dtype=np.int64))
+                cols["part"].append(frame.ints("part"))
+                cols["tokens"].append(frame.ints("tokens"))
                 for c in _LEDGER_TEXT:
-                    cols[c].append(frame[c].to_numpy(dtype=object))
+                    cols[c].append(frame.col(c))
     if not cols["order"]:
         return empty_ledger()
     flat = {k: np.concatenate(v) for k, v in cols.items()}

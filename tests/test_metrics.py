@@ -388,20 +388,30 @@ def test_results_are_deterministic(neurolink):
     pd.testing.assert_frame_equal(retention_df(neurolink), retention_df(neurolink))
 
 
-def test_recall_extracts_once_for_the_whole_session(neurolink, monkeypatch):
+def test_recall_extracts_each_text_once_then_reuses_it(neurolink, monkeypatch):
+    import ctxlab.artifacts as art
+
     calls: list[int] = []
-    real = metrics.artifacts
+    real = art.artifacts
 
     def counting(texts, **kw):
         calls.append(len(texts))
         return real(texts, **kw)
 
-    monkeypatch.setattr(metrics, "artifacts", counting)
+    monkeypatch.setattr(art, "artifacts", counting)
+    monkeypatch.setattr(art, "_CACHE", {})
+    f = neurolink.frame
+    distinct = len(set(zip(f["content"].fillna("").tolist(),
+                           art.instruction_rows(f).tolist())))
     r = needed_recall_df(neurolink)
-    assert len(r) == 151 and calls == [len(neurolink.frame)]
+    assert len(r) == 151 and calls == [distinct] and distinct < len(f)
     calls.clear()
-    retention_df(neurolink)
-    assert calls == [len(neurolink.frame)]
+    expected = retention_df(neurolink)       # the same texts: nothing extracted again
+    assert calls == []
+    monkeypatch.setattr(art, "_CACHE", {})   # and the cache changes no result
+    pd.testing.assert_frame_equal(retention_df(neurolink), expected)
+    pd.testing.assert_frame_equal(needed_recall_df(neurolink), r)
+    assert calls == [distinct]
 
 
 @pytest.mark.realdata

@@ -82,6 +82,7 @@ def test_edit_view_equals_the_view_rebuilt_from_the_edited_transcript(t):
     after, removed, added = edit_view(view, edit.hide, inserted)
     rebuilt = build_view(h.transcript(), s, end, est, BUDGET)
     pd.testing.assert_frame_equal(after.parts, rebuilt.parts)
+    removed, added = removed.frame(), added.frame()
     assert sorted(removed["part"].astype(int)) == sorted(ids)
     assert added["content"].tolist() == ["[gone]", "[also]"]
     assert (added["event"] == event).all() and added["tokens"].tolist() == [2, 2]
@@ -103,7 +104,7 @@ def test_history_refuses_what_apply_edit_refuses(t):
     # a part inserted by one edit can be hidden by the next, and only once
     e, rows = h.apply(Edit(stage="x", reason="r", insert=(NewPart(
         content="c", kind="marker", role="user", anchor=2),)), end_pos=end)
-    new = int(rows["part"].iloc[0])
+    new = int(rows.frame()["part"].iloc[0])
     h.apply(Edit(stage="x", reason="r", hide=(new,)), end_pos=end)
     with pytest.raises(ConfigError, match="already hidden"):
         h.apply(Edit(stage="x", reason="r", hide=(new,)), end_pos=end)

@@ -25,19 +25,24 @@ import pandas as pd
 import pyarrow.compute as pc
 
 from ctxlab.schema import Kind, Role
+from ctxlab.stages.table import Table
 from ctxlab.tokens.base import Estimator
 
 Side = Literal["before", "after"]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True, init=False)
 class View:
     """The request of one call, as a stage sees it.
 
     Attributes:
         parts: the visible parts of the request in position order: the part columns of
             `ctxlab.schema.PART_COLUMNS` plus ``tokens`` (int64, this estimator's count,
-            with flat image costs) and ``layer`` (see `ctxlab.layers`).
+            with flat image costs) and ``layer`` (see `ctxlab.layers`). A DataFrame built
+            from ``table`` the first time it is asked for.
+        table: the same rows as NumPy columns (`ctxlab.stages.table.Table`): what the
+            engine moves and what `labels`, `strings`, `equals`, `is_na` and `ints` read
+            when given the view itself, without building the DataFrame.
         estimator: the estimator that counted ``tokens``; stages estimate new text with it.
         window_tokens: the model's context window.
         limit_tokens: the input budget the trigger compares against (e.g. seed 000's
@@ -46,9 +51,12 @@ class View:
         overhead_tokens: unrecorded input (system prompt, tool schemas) the log lacks.
         session: the session id.
         call: the call whose request this is (None: a request being assembled).
+
+    Build one from ``parts=`` (a DataFrame) or ``table=``; ``parts`` wins when both are
+    given.
     """
 
-    parts: pd.DataFrame
+    table: Table
     estimator: Estimator
     window_tokens: int
     limit_tokens: int
@@ -56,19 +64,67 @@ class View:
     overhead_tokens: int = 0
     session: str = ""
     call: int | None = None
+    _memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def __init__(self, parts: pd.DataFrame | None = None, *, table: Table | None = None,
+                 estimator: Estimator, window_tokens: int, limit_tokens: int,
+                 target_tokens: int, overhead_tokens: int = 0, session: str = "",
+                 call: int | None = None, _memo: Any = None) -> None:
+        if parts is not None:
+            table = Table.from_frame(parts)
+            table._frame = parts
+        elif table is None:
+            table = Table.from_frame(pd.DataFrame())
+        for k, v in (("table", table), ("estimator", estimator),
+                     ("window_tokens", window_tokens), ("limit_tokens", limit_tokens),
+                     ("target_tokens", target_tokens), ("overhead_tokens", overhead_tokens),
+                     ("session", session), ("call", call), ("_memo", {})):
+            object.__setattr__(self, k, v)
+
+    @property
+    def parts(self) -> pd.DataFrame:
+        return self.table.frame()
+
+    def with_table(self, table: Table) -> View:
+        """The same request settings over other rows."""
+        return View(table=table, estimator=self.estimator, window_tokens=self.window_tokens,
+                    limit_tokens=self.limit_tokens, target_tokens=self.target_tokens,
+                    overhead_tokens=self.overhead_tokens, session=self.session,
+                    call=self.call)
+
+    def col(self, name: str) -> Any:
+        """One column of the parts as an array (read-only; see `Table`)."""
+        return self.table.col(name)
+
+    def __len__(self) -> int:
+        return self.table.n
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.table
 
     @property
     def messages(self) -> int:
         """Distinct messages in the request."""
-        msg = self.parts["msg"]
-        if msg.hasnans:
-            return int(msg.nunique())
-        return len(np.unique(msg.to_numpy(dtype=np.int64)))
+        m = self._memo.get("messages")
+        if m is None:
+            t = self.table
+            if "msg" not in t:
+                m = 0
+            else:
+                msg = t.col("msg")
+                m = len(np.unique(msg[~t.isna("msg")] if msg.dtype.kind != "i" else msg))
+            self._memo["messages"] = m
+        return m
 
     @property
     def content_tokens(self) -> int:
         """Tokens of the parts alone (no framing, no overhead)."""
-        return int(self.parts["tokens"].sum())
+        m = self._memo.get("content_tokens")
+        if m is None:
+            m = int(np.asarray(self.table.col("tokens"), dtype=np.int64).sum()) \
+                if "tokens" in self.table else 0
+            self._memo["content_tokens"] = m
+        return m
 
     @property
     def total_tokens(self) -> int:
@@ -83,8 +139,8 @@ class View:
     def tokens_of(self, part_ids: Any) -> int:
         """Summed tokens of some parts of the view (by part id)."""
         ids = np.asarray(list(part_ids), dtype=np.int64)
-        mask = self.parts["part"].isin(ids).to_numpy()
-        return int(self.parts["tokens"].to_numpy()[mask].sum())
+        mask = np.isin(self.table.ints("part"), ids)
+        return int(np.asarray(self.col("tokens"), dtype=np.int64)[mask].sum())
 
     def estimate(self, text: str) -> int:
         """Tokens of a text a stage is about to insert."""
@@ -122,25 +178,46 @@ class View:
         })
 
 
-def strings(parts: pd.DataFrame, column: str) -> np.ndarray:
+Rows = pd.DataFrame | View | Table
+"""What the column helpers read: a part frame, a view (its `Table`, no DataFrame built)
+or a table."""
+
+
+def table_of(parts: Rows) -> Table | None:
+    """The table behind a view or table (None for a DataFrame)."""
+    if isinstance(parts, View):
+        return parts.table
+    return parts if isinstance(parts, Table) else None
+
+
+def strings(parts: Rows, column: str) -> np.ndarray:
     """A text column as an object array, NA as None (the fast path for Arrow strings)."""
+    t = table_of(parts)
+    if t is not None:
+        return t.col(column)
     values = parts[column].array
     if isinstance(values, pd.arrays.ArrowExtensionArray):
         return values.__arrow_array__().to_numpy(zero_copy_only=False)
     return parts[column].to_numpy(dtype=object, na_value=None)
 
 
-def labels(parts: pd.DataFrame, column: str) -> np.ndarray:
+def labels(parts: Rows, column: str) -> np.ndarray:
     """A text column that is never NA in a valid part frame (``role``, ``kind``, ``layer``,
     ``content``) as an object array: `strings` without its pass over the values for NA."""
+    t = table_of(parts)
+    if t is not None:
+        return t.col(column)
     values = parts[column].array
     if isinstance(values, pd.arrays.ArrowExtensionArray):
         return values.__arrow_array__().to_numpy(zero_copy_only=False)
     return parts[column].to_numpy(dtype=object)
 
 
-def equals(parts: pd.DataFrame, column: str, value: str) -> np.ndarray:
+def equals(parts: Rows, column: str, value: str) -> np.ndarray:
     """Boolean array: where a text column equals ``value`` (NA never does)."""
+    t = table_of(parts)
+    if t is not None:
+        return np.asarray(t.col(column) == value, dtype=bool)
     values = parts[column].array
     if isinstance(values, pd.arrays.ArrowExtensionArray):
         return pc.fill_null(pc.equal(values.__arrow_array__(), value), False).to_numpy(
@@ -148,9 +225,41 @@ def equals(parts: pd.DataFrame, column: str, value: str) -> np.ndarray:
     return strings(parts, column) == value
 
 
-def is_na(parts: pd.DataFrame, column: str) -> np.ndarray:
+def is_na(parts: Rows, column: str) -> np.ndarray:
     """Boolean array: where a column is NA."""
+    t = table_of(parts)
+    if t is not None:
+        return t.isna(column)
     return np.asarray(parts[column].array.isna(), dtype=bool)
+
+
+def ints(parts: Rows, column: str, na: int = 0) -> np.ndarray:
+    """An integer column as int64, NA as ``na``."""
+    t = table_of(parts)
+    if t is not None:
+        return t.ints(column, na)
+    return parts[column].to_numpy(dtype=np.int64, na_value=na)
+
+
+def floats(parts: Rows, column: str) -> np.ndarray:
+    """A numeric column as float64 (NA as NaN)."""
+    t = table_of(parts)
+    if t is not None:
+        return np.asarray(t.col(column), dtype=np.float64)
+    return parts[column].to_numpy(dtype=np.float64, na_value=np.nan)
+
+
+def text_lengths(parts: Rows, column: str = "content") -> np.ndarray:
+    """Characters of every text of a column (NA: 0)."""
+    values = strings(parts, column)
+    return np.fromiter((0 if t is None else len(t) for t in values), dtype=np.int64,
+                       count=len(values))
+
+
+def count_rows(parts: Rows) -> int:
+    """How many parts."""
+    t = table_of(parts)
+    return t.n if t is not None else len(parts)
 
 
 def one_of(values: np.ndarray, options: Any) -> np.ndarray:
@@ -171,14 +280,24 @@ def optional_text(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def part_rows(parts: pd.DataFrame, rows: np.ndarray, columns: tuple[str, ...]) -> list[Any]:
+def part_rows(parts: Rows, rows: np.ndarray, columns: tuple[str, ...]) -> list[Any]:
     """The parts at row positions ``rows`` as named tuples of some columns (NA as None),
     converting only those cells (``itertuples`` converts every cell of every column)."""
     row_type = _ROW_TYPES.get(columns)
     if row_type is None:
         row_type = _ROW_TYPES.setdefault(columns, namedtuple("PartRow", columns))  # noqa: PYI024
+    t = table_of(parts)
     cells = []
     for c in columns:
+        if t is not None:
+            v = t.col(c)
+            if isinstance(t.dtypes.get(c), pd.Int64Dtype) and v.dtype.kind == "f":
+                cells.append([None if x != x else int(x) for x in v[rows].tolist()])
+            elif isinstance(v, np.ndarray):
+                cells.append(v[rows].tolist())
+            else:
+                cells.append(v.take(np.asarray(rows, dtype=np.int64)).tolist())
+            continue
         values = parts[c].array
         if isinstance(values, pd.arrays.ArrowExtensionArray):
             cells.append(values.__arrow_array__().take(rows).to_pylist())
@@ -237,7 +356,7 @@ class Messages:
         return self.rows[chosen[self.of_row[self.rows]]]
 
 
-def message_groups(parts: pd.DataFrame, rows: np.ndarray | None = None) -> Messages:
+def message_groups(parts: Rows, rows: np.ndarray | None = None) -> Messages:
     """Group the rows of a part frame (or only the rows at positions ``rows``, then numbered
     0, 1, ... in that order) by ``msg``, messages in request order (see `Messages`).
 
@@ -246,8 +365,8 @@ def message_groups(parts: pd.DataFrame, rows: np.ndarray | None = None) -> Messa
         >>> m.msg.tolist(), m.of_row.tolist(), m.rows.tolist(), m.start.tolist()
         ([3, 7, 5], [1, 0, 1, 2], [1, 0, 2, 3], [0, 1, 3, 4])
     """
-    msg = parts["msg"].to_numpy(dtype=np.int64)
-    pos = parts["pos"].to_numpy(dtype=np.float64) if len(msg) else np.zeros(0)
+    msg = ints(parts, "msg")
+    pos = floats(parts, "pos") if len(msg) else np.zeros(0)
     if rows is not None:
         msg, pos = msg[rows], pos[rows]
     ids, first, inv = np.unique(msg, return_index=True, return_inverse=True)

@@ -19,7 +19,7 @@ import numpy as np
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
 from ctxlab.stages.base import (Edit, NewPart, Stage, View, is_na, labels, one_of, optional_text,
-                                part_rows)
+                                part_rows, strings)
 
 _MD_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+\S")
 _TAG_OPEN = re.compile(r"^\s*<([A-Za-z][\w.:-]*)(\s[^<>]*)?/?>")
@@ -109,16 +109,16 @@ class CarryForward(Stage):
                               f"got {self.layers!r}")
 
     def plan(self, view: View) -> Edit | None:
-        p = view.parts
+        p = view
         layer, kind = labels(p, "layer"), labels(p, "kind")
         context = (kind == "attachment") | ((layer == "system") & (kind == "text"))
         rows = np.flatnonzero(one_of(layer, self.layers) & context)
         if not len(rows):
             return None
-        text = p["content"].iloc[rows].fillna("")
-        carried = rows[(text.str.len() >= self.min_chars).to_numpy()
-                       & is_na(p, "event")[rows]
-                       & ~text.str.startswith("<prior_context").to_numpy(dtype=bool)]
+        text = ["" if t is None else t for t in strings(p, "content")[rows].tolist()]
+        long_enough = np.fromiter((len(t) >= self.min_chars and not t.startswith(
+            "<prior_context") for t in text), dtype=bool, count=len(text))
+        carried = rows[long_enough & is_na(p, "event")[rows]]
         if not len(carried):
             return Edit(stage=self.name, reason=f"every carried attachment is under "
                         f"{self.min_chars:,} chars or already compacted")

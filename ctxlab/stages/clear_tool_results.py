@@ -19,7 +19,8 @@ import numpy as np
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, NewPart, Stage, View, is_na, labels, optional_text, part_rows
+from ctxlab.stages.base import (Edit, NewPart, Stage, View, ints, is_na, labels, optional_text,
+                               part_rows)
 
 PLACEHOLDER = "[tool result cleared]"
 
@@ -64,12 +65,12 @@ class ClearToolResults(Stage):
             raise ConfigError("clear_tool_results: placeholder must be a non-empty text")
 
     def plan(self, view: View) -> Edit | None:
-        p = view.parts
+        p = view
         results = np.flatnonzero(labels(p, "kind") == "tool_result")
         if len(results) <= self.keep:
             return None
         older = results[:len(results) - self.keep]
-        tokens = p["tokens"].to_numpy()
+        tokens = ints(p, "tokens")
         placeholder_tokens = view.estimate(self.placeholder)
         older = older[is_na(p, "event")[older] & (tokens[older] > placeholder_tokens)]
         if not len(older):

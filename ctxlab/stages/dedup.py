@@ -38,8 +38,8 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import (Edit, Stage, View, equals, is_na, labels, one_of, optional_text,
-                                part_rows, strings)
+from ctxlab.stages.base import (Edit, Stage, View, equals, ints, is_na, labels, one_of,
+                               optional_text, part_rows, strings)
 from ctxlab.stages.tool_output import REPLACED_COLUMNS, meta_dict, replacement
 
 PLACEHOLDER = "[File - refer to latest read below]"
@@ -248,16 +248,16 @@ class Dedup(Stage):
             raise ConfigError("dedup: placeholder must be a non-empty text")
 
     def plan(self, view: View) -> Edit | None:
-        p = view.parts
+        p = view
         reads = self._reads(p)
         if not reads:
             return None
         stale = _superseded(reads, by_range=self.mode == "paths")
         if not stale:
             return None
-        part = p["part"].to_numpy(dtype=np.int64)
+        part = ints(p, "part")
         rows = np.flatnonzero(np.isin(part, stale))
-        tokens = p["tokens"].to_numpy()
+        tokens = ints(p, "tokens")
         considered = int(tokens[np.isin(part, [r[0] for r in reads])].sum())
         saved = int(tokens[rows].sum()) - view.estimate(self.placeholder) * len(rows)
         replaced = set(stale)
@@ -277,7 +277,7 @@ class Dedup(Stage):
 
     def _reads(self, p: pd.DataFrame) -> list[tuple[int, str, Any]]:
         """Candidate reads in position order: ``(part, path, range)``."""
-        if p.empty:
+        if not len(p):
             return []
         placeholder = equals(p, "content", self.placeholder)
         if self.mode == "paths":
@@ -287,11 +287,11 @@ class Dedup(Stage):
                                   & one_of(labels(p, "kind"), REGEX_KINDS) & ~placeholder)
             found = [regex_read_path(c) for c in labels(p, "content")[cand].tolist()]
             reads = [(int(i), path, None) for i, path in
-                     zip(p["part"].to_numpy(dtype=np.int64)[cand].tolist(), found)
+                     zip(ints(p, "part")[cand].tolist(), found)
                      if path is not None]
         if not placeholder.any():
             return reads
-        placeholders = set(p["part"].to_numpy(dtype=np.int64)[placeholder].tolist())
+        placeholders = set(ints(p, "part")[placeholder].tolist())
         return [r for r in reads if r[0] not in placeholders]
 
 

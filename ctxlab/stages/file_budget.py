@@ -32,7 +32,8 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, NewPart, Stage, View, is_na, labels, optional_text, part_rows
+from ctxlab.stages.base import (Edit, NewPart, Stage, View, ints, is_na, labels, optional_text,
+                                part_rows, strings)
 from ctxlab.stages.dedup import file_reads
 from ctxlab.stages.tool_output import REPLACED_COLUMNS, replacement, utf8_bytes
 from ctxlab.tokens.windows import output_reserve
@@ -131,17 +132,17 @@ class FileBudget(Stage):
                               f"{self.chars_per_token!r}")
 
     def plan(self, view: View) -> Edit | None:
-        p = view.parts
+        p = view
         files = self._files(p)
         if not len(files):
             return None
-        file_tokens = int(p["tokens"].to_numpy()[files].sum())
+        file_tokens = int(ints(p, "tokens")[files].sum())
         current = view.total_tokens - file_tokens
         reserve = self.max_output_tokens if self.max_output_tokens is not None else (
             output_reserve(view.window_tokens) if view.window_tokens > 0 else 0)
         budget = file_token_budget(view.window_tokens, current, reserve, self.budget_percent)
         rows = part_rows(p, files, REPLACED_COLUMNS + ("content", "tokens"))
-        chars = p["content"].str.len().to_numpy(dtype="int64", na_value=0)[files].tolist()
+        chars = [len(t) if t is not None else 0 for t in strings(p, "content")[files].tolist()]
         actions = [file_action(len(utf8_bytes(r.content)), n, budget,
                                fast_path_bytes=self.fast_path_bytes,
                                preview_mode_bytes=self.preview_mode_bytes,
@@ -190,12 +191,12 @@ class FileBudget(Stage):
     def _files(self, p: pd.DataFrame) -> np.ndarray:
         """Row positions of the file parts, in order: original attachments and read-tool
         results."""
-        if p.empty:
+        if not len(p):
             return np.zeros(0, dtype=np.int64)
         reads = file_reads(p)["part"].to_numpy(dtype=np.int64)
         attach = (labels(p, "kind") == "attachment") & is_na(p, "event") \
             & (labels(p, "role") != "system")
-        return np.flatnonzero(attach | np.isin(p["part"].to_numpy(dtype=np.int64), reads))
+        return np.flatnonzero(attach | np.isin(ints(p, "part"), reads))
 
     def _content(self, r: Any, kind: str, keep: int, original: int, budget: int) -> str:
         text = str(r.content)

@@ -13,12 +13,12 @@ and after every stage.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 
-from ctxlab.stages.base import labels, strings
+from ctxlab.stages.base import Rows, ints, labels, strings, table_of
 
 Problem = Literal["orphan_result", "unanswered_call", "role_order"]
 
@@ -32,7 +32,7 @@ class GrammarProblem:
     detail: str
 
 
-def check_grammar(parts: pd.DataFrame) -> list[GrammarProblem]:
+def check_grammar(parts: Rows) -> list[GrammarProblem]:
     """Every grammar problem of one request (parts in position order).
 
     Example:
@@ -45,7 +45,7 @@ def check_grammar(parts: pd.DataFrame) -> list[GrammarProblem]:
     orphans, unanswered, role_order = _problem_rows(parts)
     if not (len(orphans) or len(unanswered) or role_order):
         return []
-    part_ids = parts["part"].to_numpy(dtype=np.int64)
+    part_ids = ints(parts, "part")
     ids = strings(parts, "tool_call_id")
     found = [(int(r), "orphan_result", f"result of {ids[r]} without its call")
              for r in orphans.tolist()]
@@ -57,14 +57,22 @@ def check_grammar(parts: pd.DataFrame) -> list[GrammarProblem]:
             for row, problem, detail in found]
 
 
-def grammar_counts(parts: pd.DataFrame) -> dict[str, int]:
+def grammar_counts(parts: Rows) -> dict[str, int]:
     """How many problems of each kind a request has."""
     orphans, unanswered, role_order = _problem_rows(parts)
     return {"orphan_result": len(orphans), "unanswered_call": len(unanswered),
             "role_order": len(role_order)}
 
 
-def _problem_rows(parts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray,
+def view_grammar(view: Any) -> dict[str, int]:
+    """`grammar_counts` of a view, computed once per view."""
+    counts = view._memo.get("grammar")
+    if counts is None:
+        counts = view._memo["grammar"] = grammar_counts(view)
+    return counts
+
+
+def _problem_rows(parts: Rows) -> tuple[np.ndarray, np.ndarray,
                                                 list[tuple[int, Problem, str]]]:
     """Rows of orphan results, rows of unanswered calls, and the role-order problems as
     ``(row, problem, detail)``.
@@ -73,7 +81,9 @@ def _problem_rows(parts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray,
     call is answered when some result answers its id.
     """
     kind = labels(parts, "kind")
-    codes, uniques = pd.factorize(parts["tool_call_id"].array)   # NA: -1
+    ids = strings(parts, "tool_call_id") if table_of(parts) is not None \
+        else parts["tool_call_id"].array
+    codes, uniques = pd.factorize(ids)   # NA: -1
     linked = codes >= 0
     call_rows = np.flatnonzero(linked & (kind == "tool_call"))
     result_rows = np.flatnonzero(linked & (kind == "tool_result"))
@@ -87,10 +97,10 @@ def _problem_rows(parts: pd.DataFrame) -> tuple[np.ndarray, np.ndarray,
     return result_rows[~ok], unanswered, _role_order(parts, kind)
 
 
-def _role_order(parts: pd.DataFrame, kind: np.ndarray) -> list[tuple[int, Problem, str]]:
+def _role_order(parts: Rows, kind: np.ndarray) -> list[tuple[int, Problem, str]]:
     """The conversation's first non-system message (messages in order of first
     appearance) must be a user message, and not one of tool results only."""
-    msg = parts["msg"].to_numpy(dtype=np.int64)
+    msg = ints(parts, "msg")
     _, first = np.unique(msg, return_index=True)
     first.sort()
     role = labels(parts, "role")

@@ -21,7 +21,7 @@ import numpy as np
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, Stage, View, labels, one_of, strings
+from ctxlab.stages.base import Edit, Stage, View, ints, labels, one_of, strings
 
 Scope = Literal["all", "history"]
 
@@ -65,22 +65,22 @@ class KeepLast(Stage):
                               f"{self.scope!r}")
 
     def plan(self, view: View) -> Edit | None:
-        p = view.parts
-        if p.empty:
+        p = view
+        if not len(p):
             return None
         kind = labels(p, "kind")
         if self.scope == "all":
             window = (labels(p, "role") != "system") & (kind != "tool_schema")
         else:
             window = labels(p, "layer") == "history"
-        msg = p["msg"].to_numpy(dtype=np.int64)
+        msg = ints(p, "msg")
         _, first = np.unique(msg[window], return_index=True)
         order = msg[window][np.sort(first)]           # messages by first appearance
         if len(order) <= self.keep:
             return None
         dropped = order[:len(order) - self.keep]
         hidden = window & np.isin(msg, dropped)
-        part = p["part"].to_numpy(dtype=np.int64)
+        part = ints(p, "part")
         hide = tuple(part[hidden].tolist())
         call_ids = strings(p, "tool_call_id")
         hidden_calls = set(call_ids[hidden & (kind == "tool_call")].tolist()) - {None}
@@ -91,7 +91,7 @@ class KeepLast(Stage):
                     reason=f"kept the last {self.keep} {where} messages, dropped "
                            f"{len(dropped)} older ones",
                     details={"messages_dropped": len(dropped), "messages_kept": self.keep,
-                             "tokens_saved": int(p["tokens"].to_numpy()[hidden].sum()),
+                             "tokens_saved": int(ints(p, "tokens")[hidden].sum()),
                              "orphaned_results": orphans})
 
 

@@ -36,7 +36,7 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, Stage, View, labels, one_of
+from ctxlab.stages.base import strings, Edit, Stage, View, ints, labels, one_of
 
 KEPT_KINDS = frozenset({"summary", "marker"})
 
@@ -134,28 +134,28 @@ class Monologue(Stage):
         return max(self.keep_segments, 1) if self.keep_last_segment else self.keep_segments
 
     def plan(self, view: View) -> Edit | None:
-        p = view.parts
-        if p.empty:
+        p = view
+        if not len(p):
             return None
         role, kind = labels(p, "role"), labels(p, "kind")
         convo = np.flatnonzero(role != "system")
-        turn = p["turn"].to_numpy(dtype=np.int64, na_value=0)[convo]
+        turn = ints(p, "turn")[convo]
         segments = np.unique(turn[turn >= 1])
         older = segments[:len(segments) - self.preserved]
         if not len(older):
             return None
         in_older = np.isin(turn, older)
         rows, seg = convo[in_older], turn[in_older]
-        msg = p["msg"].to_numpy(dtype=np.int64)
+        msg = ints(p, "msg")
         k = kind[rows]
         final = _final_rows(seg, msg[rows], role[rows], k)
         keep_user = (role[rows] == "user") & (k != "tool_result")
         monologue = ~(keep_user | one_of(k, KEPT_KINDS)) & ~final
         order = np.lexsort((rows, seg))                  # segment by segment
         hidden_rows = rows[order][monologue[order]]
-        part = p["part"].to_numpy(dtype=np.int64)
+        part = ints(p, "part")
         hide = part[hidden_rows].tolist()
-        codes = pd.factorize(p["tool_call_id"].array)[0][rows]
+        codes = pd.factorize(strings(p, "tool_call_id"))[0][rows]
         span = int(codes.max(initial=0)) + 2                  # (segment, tool call) keys
         calls = monologue & (k == "tool_call") & (codes >= 0)
         results = final & (k == "tool_result") & (codes >= 0)
@@ -176,7 +176,7 @@ class Monologue(Stage):
             details={"segments": len(segments), "compacted_segments": len(older),
                      "final_answers": len(np.unique(seg[final])),
                      "parts_removed": len(hide), "messages_removed": msgs_before - msgs_after,
-                     "tokens_saved": int(p["tokens"].to_numpy()[hidden].sum()),
+                     "tokens_saved": int(ints(p, "tokens")[hidden].sum()),
                      "orphaned_results": orphaned})
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ctxlab.stages import register
-from ctxlab.stages.base import (Edit, NewPart, Stage, View, is_na, labels, one_of, optional_text,
-                                part_rows, strings)
+from ctxlab.stages.base import (Edit, NewPart, Stage, View, ints, is_na, labels, one_of,
+                               optional_text, part_rows, strings)
 
 PLACEHOLDER = "[Tool result cleared]"
 
@@ -39,11 +39,11 @@ class Prune(Stage):
     placeholder: str = PLACEHOLDER
 
     def plan(self, view: View) -> Edit | None:
-        p = view.parts
+        p = view
         rows = np.flatnonzero((labels(p, "kind") == "tool_result") & is_na(p, "event"))
         if not len(rows):
             return None
-        tokens = p["tokens"].to_numpy()[rows]
+        tokens = ints(p, "tokens")[rows]
         seen = np.cumsum(tokens[::-1])[::-1]        # tokens of this result and every later one
         tool = strings(p, "tool_name")[rows]
         old = (seen > self.protect_tokens) & ~one_of(tool, self.protected_tools)

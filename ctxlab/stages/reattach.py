@@ -184,7 +184,7 @@ class Reattach(Stage):
             raise ConfigError("reattach: " + "; ".join(problems))
 
     def plan(self, view: View) -> Edit | None:
-        if view.parts.empty:
+        if not len(view):
             return None
         base = self.summarize.plan(view)
         inserted = base.insert if base is not None else ()

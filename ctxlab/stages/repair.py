@@ -30,8 +30,8 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import (Edit, NewPart, Stage, View, labels, message_groups, optional_text,
-                                part_rows)
+from ctxlab.stages.base import (Edit, NewPart, Stage, View, ints, labels, message_groups,
+                               optional_text, part_rows)
 from ctxlab.stages.grammar import check_grammar
 
 SYNTHETIC_RESULT = "[Tool result unavailable - conversation was compacted]"
@@ -81,8 +81,8 @@ class Repair(Stage):
                               f"{self.results_role!r}")
 
     def plan(self, view: View) -> Edit | None:
-        p = view.parts
-        if p.empty:
+        p = view
+        if not len(p):
             return None
         problems = check_grammar(p)
         calls = [pb.part for pb in problems if pb.problem == "unanswered_call"]
@@ -91,7 +91,7 @@ class Repair(Stage):
             return None
         role = result_role(p) if self.results_role == "auto" else self.results_role
         m = message_groups(p)
-        part_ids = p["part"].to_numpy(dtype=np.int64)
+        part_ids = ints(p, "part")
         row_of = {int(pid): i for i, pid in enumerate(part_ids.tolist())}
         results_only = m.all(labels(p, "kind") == "tool_result")
         roles = labels(p, "role")

@@ -31,8 +31,9 @@ import pandas as pd
 from ctxlab import summarizers
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import (Edit, Messages, NewPart, Stage, View, labels, message_groups,
-                                one_of, optional_text, part_rows, strings)
+from ctxlab.stages.base import (Edit, Messages, NewPart, Rows, Stage, View, ints, labels,
+                                message_groups, one_of, optional_text, part_rows, strings,
+                                text_lengths)
 from ctxlab.summarizers.base import Summarizer, SummarizerError, Summary
 
 SEED_004_PREFIX = "[Summary of earlier conversation]"
@@ -111,7 +112,7 @@ class Summarize(Stage):
         summarizers.summarizer(self.summarizer)
 
     def plan(self, view: View) -> Edit | None:
-        if view.parts.empty:
+        if not len(view):
             return None
         backend = summarizers.summarizer(self.summarizer)
         budget = self.budget_tokens or max(1, min(8000, view.target_tokens // 10))
@@ -134,7 +135,7 @@ class Summarize(Stage):
         return max(self.min_recent, math.ceil(self.keep_recent_ratio * messages - 1e-9))
 
     def _plan_history(self, view: View, backend: Summarizer, budget: int) -> Edit:
-        p = view.parts
+        p = view
         msgs = _Messages.of(p)
         cand = np.flatnonzero(msgs.candidate)
         n = len(cand)
@@ -148,21 +149,21 @@ class Summarize(Stage):
         if b is None:
             return Edit(stage=self.name, reason="nothing to summarize: no boundary keeps tool "
                         "pairs together and the conversation opening with a user message")
-        part_ids = p["part"].to_numpy(dtype=np.int64)
+        part_ids = ints(p, "part")
         grouped = msgs.groups.rows_of(cand[:b])
         hide = part_ids[grouped].tolist()                     # message by message
         rows = np.sort(grouped)                               # in position order
         is_prev = msgs.kind[rows] == "summary"
         previous = "\n\n".join(_strip(r.content, self.prefix)
                                for r in part_rows(p, rows[is_prev], ("content",)))
-        hidden_tokens = int(p["tokens"].to_numpy()[rows].sum())
+        hidden_tokens = int(ints(p, "tokens")[rows].sum())
         header = f"{self.prefix}\n" if self.prefix else ""
         room = min(budget, hidden_tokens - 1) - view.estimate(header)
         if room < 1:
             return Edit(stage=self.name, reason=f"nothing to summarize: the {b} older messages "
                         f"hold only {hidden_tokens:,} tokens")
         try:
-            summary = backend.summarize(p.iloc[rows[~is_prev]], previous=previous or None,
+            summary = backend.summarize(view.parts.iloc[rows[~is_prev]], previous=previous or None,
                                         budget_tokens=room, estimator=view.estimator)
         except SummarizerError as e:
             return Edit(stage=self.name, reason=f"summarizer failed: {e}", failure=e.kind)
@@ -190,15 +191,15 @@ class Summarize(Stage):
 
     # ---- blocks mode ------------------------------------------------------------------
     def _plan_blocks(self, view: View, backend: Summarizer, budget: int) -> Edit | None:
-        p = view.parts
-        chars = p["content"].str.len().to_numpy(dtype=np.int64, na_value=0)
+        p = view
+        chars = text_lengths(p)
         kind = labels(p, "kind")
         big = np.flatnonzero(one_of(labels(p, "layer"), ("carried", "current"))
                              & one_of(kind, ("attachment", "tool_result"))
                              & (chars > self.block_chars))
         if not len(big):
             return None
-        part, call_ids, is_call = p["part"].to_numpy(dtype=np.int64), \
+        part, call_ids, is_call = ints(p, "part"), \
             strings(p, "tool_call_id"), kind == "tool_call"
         calls: list[dict[str, Any]] = []
         rows = part_rows(p, big, ("part", "kind", "role", "content", "tool_name", "tool_call_id",
@@ -212,7 +213,7 @@ class Summarize(Stage):
                 in_block = part == row.part           # the block and the call it answers
                 if row.tool_call_id is not None:
                     in_block |= is_call & (call_ids == row.tool_call_id)
-                s = backend.summarize(p.iloc[np.flatnonzero(in_block)], previous=None,
+                s = backend.summarize(view.parts.iloc[np.flatnonzero(in_block)], previous=None,
                                       estimator=view.estimator,
                                       budget_tokens=max(1, budget - head_tokens))
                 calls.append(s.call_record())
@@ -223,7 +224,7 @@ class Summarize(Stage):
             reduced = None
             if len(maps) > 1 and sum(s.output_tokens for _, _, s in maps) > budget:
                 head = self.prefix or "[Summary of the large context blocks]"
-                reduced = backend.summarize(p.iloc[0:0], previous="\n\n".join(
+                reduced = backend.summarize(view.parts.iloc[0:0], previous="\n\n".join(
                     s.text for _, _, s in maps), estimator=view.estimator,
                     budget_tokens=max(1, budget - view.estimate(head + "\n")))
                 calls.append(reduced.call_record())
@@ -277,12 +278,12 @@ class _Messages:
     summary_only: np.ndarray
 
     @classmethod
-    def of(cls, parts: pd.DataFrame) -> _Messages:
+    def of(cls, parts: Rows) -> _Messages:
         m = message_groups(parts)
         kind, role = labels(parts, "kind"), labels(parts, "role")[m.first_rows]
         fixed = m.any(one_of(labels(parts, "layer"), _FIXED))
         summary = kind == "summary"
-        return cls(groups=m, kind=kind, tool_codes=pd.factorize(parts["tool_call_id"].array)[0],
+        return cls(groups=m, kind=kind, tool_codes=pd.factorize(strings(parts, "tool_call_id"))[0],
                    role=role,
                    candidate=~fixed & ((role != "system") | m.any(summary)),
                    opener=(role == "user") & ~m.all(kind == "tool_result"),

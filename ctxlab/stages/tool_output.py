@@ -24,11 +24,11 @@ from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
-import pyarrow.compute as pc
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, NewPart, Stage, View, is_na, labels, optional_text, part_rows
+from ctxlab.stages.base import (Edit, NewPart, Stage, View, is_na, labels, optional_text, part_rows,
+                                strings)
 
 MAX_TOOL_OUTPUT_BYTES = 51_200  # seed 000: 50 KB
 MAX_TOOL_OUTPUT_LINES = 2_000  # seed 000
@@ -103,17 +103,29 @@ def truncation_notice(original_bytes: int, kept_bytes: int, *, saved_path: str |
     return f"[Output truncated from {original_bytes} bytes to {kept_bytes} bytes{tail}]"
 
 
-def _sizes(content: pd.Series, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """UTF-8 bytes and newlines of the texts at some rows."""
-    values = content.array
-    if isinstance(values, pd.arrays.ArrowExtensionArray):      # stored as UTF-8 already
-        texts = values.__arrow_array__().take(rows)
-        return (pc.binary_length(texts).to_numpy(zero_copy_only=False).astype(np.int64),
-                pc.count_substring(texts, "\n").to_numpy(zero_copy_only=False).astype(np.int64))
-    texts = content.to_numpy(dtype=object)[rows].tolist()
-    return (np.array([len(t) if t.isascii() else len(utf8_bytes(t)) for t in texts],
-                     dtype=np.int64),
-            np.array([t.count("\n") for t in texts], dtype=np.int64))
+def _sizes(content: pd.Series | np.ndarray,
+           rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """UTF-8 bytes and newlines of the texts at some rows (remembered per text: an
+    always-on stage measures the same tool results at every call)."""
+    texts = (content.to_numpy(dtype=object, na_value="") if isinstance(content, pd.Series)
+             else content)[rows].tolist()
+    seen = _SIZES
+    size = np.empty(len(texts), dtype=np.int64)
+    newlines = np.empty(len(texts), dtype=np.int64)
+    for i, t in enumerate(texts):
+        known = seen.get(t)
+        if known is None:
+            t = t or ""
+            known = (len(t) if t.isascii() else len(utf8_bytes(t)), t.count("\n"))
+            if len(seen) >= _SIZES_MAX:
+                seen.clear()
+            seen[t] = known
+        size[i], newlines[i] = known
+    return size, newlines
+
+
+_SIZES: dict[str, tuple[int, int]] = {}
+_SIZES_MAX = 65_536
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,12 +207,12 @@ class TruncateToolOutput(Stage):
                               f"None, got {self.save_dir!r}")
 
     def plan(self, view: View) -> Edit | None:
-        p = view.parts
+        p = view
         results = np.flatnonzero((labels(p, "kind") == "tool_result") & is_na(p, "event"))
         if not len(results):
             return None
         # only these can be cut: a text has at most one line more than it has "\n"s
-        size, newlines = _sizes(p["content"], results)
+        size, newlines = _sizes(strings(p, "content"), results)
         oversized = results[(size > self.max_bytes) | (newlines >= self.max_lines)]
         hide: list[int] = []
         inserts: list[NewPart] = []

@@ -31,7 +31,8 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, NewPart, Stage, View, is_na, labels, part_rows
+from ctxlab.stages.base import (Edit, NewPart, Stage, View, ints, is_na, labels, part_rows,
+                                text_lengths)
 
 
 def truncation_notice(kept_chars: int, total_chars: int) -> str:
@@ -49,16 +50,16 @@ def history_turn_tokens(view: View) -> pd.Series:
 
     A message counts its framing with its turn when all its parts are in the history.
     """
-    p = view.parts
+    p = view
     hist = labels(p, "layer") == "history"
-    msg = p["msg"].to_numpy(dtype=np.int64)
+    msg = ints(p, "msg")
     _, first, inv = np.unique(msg, return_index=True, return_inverse=True)
     whole = (np.bincount(inv[~hist], minlength=len(first)) == 0)[inv]   # all parts history
     is_first = np.zeros(len(msg), dtype=bool)
     is_first[first] = True
     framing = np.where(whole & is_first, view.estimator.per_message, 0)
-    turn = p["turn"].to_numpy(dtype=np.int64, na_value=0)[hist]
-    tokens = (p["tokens"].to_numpy(dtype=np.int64) + framing)[hist]
+    turn = ints(p, "turn")[hist]
+    tokens = (ints(p, "tokens") + framing)[hist]
     turns, at, of = np.unique(turn, return_index=True, return_inverse=True)
     sums = np.zeros(len(turns), dtype=np.int64)
     np.add.at(sums, of, tokens)
@@ -113,10 +114,10 @@ class TrimHistory(Stage):
         return view.limit_tokens - rest - self.output_reserve
 
     def plan(self, view: View) -> Edit | None:
-        p = view.parts
+        p = view
         layer = labels(p, "layer")
         history = layer == "history"
-        if p.empty or not history.any():
+        if not len(p) or not history.any():
             return None
         per_turn = history_turn_tokens(view)
         turn_tokens = per_turn.to_numpy()
@@ -130,12 +131,12 @@ class TrimHistory(Stage):
         left = history_tokens - np.concatenate(([0], np.cumsum(turn_tokens[:droppable])))
         count = int(np.argmax(left <= budget)) if (left <= budget).any() else droppable
         kept = int(left[count])
-        turn = p["turn"].to_numpy(dtype=np.int64, na_value=0)
+        turn = ints(p, "turn")
         gone = history & np.isin(turn, per_turn.index.to_numpy()[:count])
-        hide = p["part"].to_numpy(dtype=np.int64)[gone].tolist()
+        hide = ints(p, "part")[gone].tolist()
         inserts: list[NewPart] = []
         if kept > budget:
-            chars = p["content"].str.len().to_numpy(dtype=np.int64, na_value=0)
+            chars = text_lengths(p)
             long = np.flatnonzero(history & ~gone & (labels(p, "role") == "assistant")
                                   & (labels(p, "kind") == "text") & is_na(p, "event")
                                   & (chars > self.truncate_chars))

@@ -24,7 +24,8 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, NewPart, Stage, View, labels, message_groups, one_of
+from ctxlab.stages.base import (Edit, NewPart, Stage, View, floats, ints, labels, message_groups,
+                                one_of, strings)
 
 MARKER = "[Earlier conversation history was truncated to fit within context limits]"
 MIN_MESSAGES = 4  # seed 000: no truncation with 4 messages or fewer
@@ -125,7 +126,7 @@ class Truncate(Stage):
                               f"{self.keep_tool_pairs!r}")
 
     def plan(self, view: View) -> Edit | None:
-        p = view.parts
+        p = view
         layer = labels(p, "layer")
         conv = np.flatnonzero(~one_of(layer, EXCLUDED_LAYERS))
         if not len(conv):
@@ -141,7 +142,7 @@ class Truncate(Stage):
         at = int(m.of_row[prompt[0]]) if len(prompt) else n
         limit = at if at >= self.keep_first else n
         spans = _pair_spans(m.of_row, labels(p, "kind")[conv],
-                            pd.factorize(p["tool_call_id"].array)[0][conv])
+                            pd.factorize(strings(p, "tool_call_id"))[0][conv])
         start, end = self.keep_first, min(self.keep_first + remove, limit)
         end -= (end - start) % 2
         if self.keep_tool_pairs:
@@ -158,14 +159,14 @@ class Truncate(Stage):
         marker_tokens = view.estimate(self.marker)
         messages = view.messages
         framing = view.estimator.framing(messages) - view.estimator.framing(messages - removed + 1)
-        saved = int(p["tokens"].to_numpy()[rows].sum()) + framing - marker_tokens
+        saved = int(ints(p, "tokens")[rows].sum()) + framing - marker_tokens
         if saved <= 0:
             return Edit(stage=self.name, reason=f"removing {removed} messages would save "
                         f"no tokens ({saved:,})")
         lo, hi = spans
         split = int(np.count_nonzero(((start <= lo) & (lo < end)) != ((start <= hi) & (hi < end))))
-        part = p["part"].to_numpy(dtype=np.int64)
-        first = rows[np.argsort(p["pos"].to_numpy(dtype=np.float64)[rows], kind="stable")[0]]
+        part = ints(p, "part")
+        first = rows[np.argsort(floats(p, "pos")[rows], kind="stable")[0]]
         marker = NewPart(content=self.marker, kind="marker", role="system",
                          anchor=int(part[first]), side="before", join_message=False,
                          meta={"truncation_marker": True, "messages_removed": removed})

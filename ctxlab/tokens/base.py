@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
-from typing import ClassVar, Literal
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import pandas as pd
@@ -78,6 +78,30 @@ def text_lengths(texts: pd.Series, unit: Length = "chars") -> np.ndarray:
     raise ValueError(f"unknown length unit {unit!r}; use chars, utf16 or utf8")
 
 
+def text_lengths_of(texts: Sequence[str] | np.ndarray, unit: Length = "chars") -> np.ndarray:
+    """`text_lengths` of a list or object array of texts, measured one by one in Python
+    (faster than building a string Series for a request's worth of texts). Raises
+    TypeError for a value that is not a text (NA): use `text_lengths` then.
+
+    Example:
+        >>> text_lengths_of(["ab", "é", "😀", "漢"], "utf16").tolist()
+        [2, 1, 2, 1]
+        >>> text_lengths_of(["ab", "é", "😀", "漢"], "utf8").tolist()
+        [2, 2, 4, 3]
+    """
+    n = len(texts)
+    if unit == "chars":
+        return np.fromiter(map(len, texts), dtype=np.int64, count=n)
+    if unit == "utf16":
+        return np.fromiter((len(t) if t.isascii() else
+                            len(t.encode("utf-16-le", "surrogatepass")) // 2 for t in texts),
+                           dtype=np.int64, count=n)
+    if unit == "utf8":
+        return np.fromiter((len(t) if t.isascii() else len(t.encode("utf-8", "surrogatepass"))
+                            for t in texts), dtype=np.int64, count=n)
+    raise ValueError(f"unknown length unit {unit!r}; use chars, utf16 or utf8")
+
+
 class Estimator(ABC):
     """Counts tokens of many texts at once.
 
@@ -117,6 +141,12 @@ class Estimator(ABC):
             >>> estimator("chars:4").count(["abcd", "abcde", ""]).tolist()
             [1, 2, 0]
         """
+        if self.cached and isinstance(texts, (list, tuple)):
+            cache = self._cache           # every text known: no Series to build
+            try:
+                return np.array([cache[t] for t in texts], dtype=np.int64)
+            except (KeyError, TypeError):
+                pass
         s = text_series(texts)
         if not self.cached:
             return np.asarray(self._count(s.tolist()), dtype=np.int64)
@@ -128,10 +158,36 @@ class Estimator(ABC):
         per_unique = np.fromiter((cache[u] for u in uniques), dtype=np.int64, count=len(uniques))
         return per_unique[codes] if len(codes) else np.zeros(0, dtype=np.int64)
 
-    def count_parts(self, parts: pd.DataFrame) -> np.ndarray:
-        """Tokens of every part of a part frame: content, flat image costs, schema scaling."""
-        counts = self.count(parts["content"]).astype(np.float64)
-        kind = parts["kind"].to_numpy(dtype=object, na_value="")
+    def count_values(self, texts: np.ndarray) -> np.ndarray:
+        """`count` of an object array of texts (None counts as the empty text), looked up
+        in the cache text by text: no string Series is built when every text is known.
+
+        Example:
+            >>> from ctxlab.tokens import estimator
+            >>> estimator("chars:4").count_values(np.array(["abcd", None], dtype=object)).tolist()
+            [1, 0]
+        """
+        if not self.cached or not len(texts):
+            return self.count(["" if t is None else t for t in texts])
+        cache = self._cache
+        out = np.fromiter((cache.get("" if t is None else t, -1) for t in texts),
+                          dtype=np.int64, count=len(texts))
+        miss = np.flatnonzero(out < 0)
+        if len(miss):
+            new = ["" if texts[i] is None else texts[i] for i in miss]
+            out[miss] = counts = self.count(new)
+            cache.update(zip(new, counts.tolist()))
+        return out
+
+    def count_parts(self, parts: Any) -> np.ndarray:
+        """Tokens of every part of a part frame (or `ctxlab.stages.table.Table`): content,
+        flat image costs, schema scaling."""
+        if isinstance(parts, pd.DataFrame):
+            counts = self.count(parts["content"]).astype(np.float64)
+            kind = parts["kind"].to_numpy(dtype=object, na_value="")
+        else:
+            counts = self.count_values(parts.col("content")).astype(np.float64)
+            kind = parts.col("kind")
         if self.schema_scale != 1.0:
             schema = kind == "tool_schema"
             counts[schema] = np.ceil(counts[schema] * self.schema_scale)

@@ -110,7 +110,10 @@ class Calibrated(Estimator):
     def count(self, texts: object) -> np.ndarray:  # type: ignore[override]
         return self._estimate(text_series(texts), None)  # type: ignore[arg-type]
 
-    def count_parts(self, parts: pd.DataFrame) -> np.ndarray:
+    def count_parts(self, parts: Any) -> np.ndarray:
+        if not isinstance(parts, pd.DataFrame):      # a ctxlab.stages.table.Table
+            return self._estimate(text_series(parts.col("content")),
+                                  pd.Series(parts.col("kind"), dtype="string"))
         return self._estimate(parts["content"], parts["kind"])
 
     def _estimate(self, texts: pd.Series, kinds: pd.Series | None) -> np.ndarray:

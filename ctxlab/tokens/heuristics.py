@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.errors import ConfigError
-from ctxlab.tokens.base import Estimator, Length, text_lengths, text_series
+from ctxlab.tokens.base import Estimator, Length, text_lengths, text_lengths_of, text_series
 from ctxlab.tokens.registry import Family, register
 
 # Seed 000: multipliers over a GPT-style baseline, by provider name.
@@ -53,7 +53,9 @@ class CharRatio(Estimator):
         [36]
     """
 
-    cached = False
+    # `count` measures lengths every time (cheap); `count_values`, which a replay calls
+    # on every request, remembers each text's count
+    cached = True
 
     def __init__(self, *, ratio: float, unit: Length = "chars", multiplier: float = 1.0,
                  per_message: int = 0, per_conversation: int = 0,
@@ -73,6 +75,11 @@ class CharRatio(Estimator):
         return self.from_lengths(text_lengths(pd.Series(texts, dtype="string"), self.unit))
 
     def count(self, texts: object) -> np.ndarray:  # type: ignore[override]
+        if isinstance(texts, (list, tuple, np.ndarray)):
+            try:                            # texts measured one by one: no Series built
+                return self.from_lengths(text_lengths_of(texts, self.unit))
+            except (TypeError, AttributeError):
+                pass                        # NA among them: text_series makes it ""
         return self.from_lengths(text_lengths(text_series(texts), self.unit))  # type: ignore[arg-type]
 
     def from_lengths(self, lengths: np.ndarray) -> np.ndarray:

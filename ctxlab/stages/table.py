@@ -1,0 +1,196 @@
+"""A request's parts as NumPy columns: what the engine moves between stages.
+
+A replay builds a request at every call and edits it at every compaction. Held as a
+DataFrame, each of those steps costs a take, concat or column set per column (the
+part frame's Arrow strings and nullable integers are ~20 separate blocks, and taking
+an Arrow string column copies its text). `Table` holds the same rows as one NumPy
+array per column instead: text as object arrays (None for NA), integers as int64
+(float64 with NaN when a nullable column has NA), other columns as their pandas
+arrays. Taking rows copies pointers, never text. `Table.frame` gives the DataFrame,
+with the original dtypes, built once and only when someone asks for it.
+
+Columns are read-only: stages get the arrays themselves, not copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+
+def _column(series: pd.Series) -> Any:
+    """One column as the array a `Table` holds (see the module docstring)."""
+    dtype = series.dtype
+    values = series.array
+    if isinstance(dtype, pd.StringDtype) or _is_object(dtype):
+        if isinstance(values, pd.arrays.ArrowExtensionArray):
+            out = values.__arrow_array__().to_numpy(zero_copy_only=False)
+        else:
+            out = series.to_numpy(dtype=object, na_value=None)
+        return out.astype(object, copy=False)
+    if isinstance(dtype, pd.Int64Dtype):
+        if values.isna().any():
+            return series.to_numpy(dtype=np.float64, na_value=np.nan)
+        return series.to_numpy(dtype=np.int64)
+    if isinstance(dtype, np.dtype) and dtype.kind in "ifb":
+        return series.to_numpy()
+    return values
+
+
+def _frozen(value: Any, fresh: bool) -> Any:
+    """The array, read-only (a read-only view of it unless ``fresh``: made for this table)."""
+    if isinstance(value, np.ndarray) and value.flags.writeable:
+        if not fresh:
+            value = value.view()
+        value.flags.writeable = False
+    return value
+
+
+class Table:
+    """Columns of equal length (see the module docstring).
+
+    Attributes:
+        cols: column name -> array, in frame column order.
+        dtypes: column name -> the pandas dtype `frame` gives it.
+
+    Example:
+        >>> df = pd.DataFrame({"part": pd.array([1, 2, 3], dtype="Int64"),
+        ...                    "kind": pd.array(["text", None, "image"], dtype="string")})
+        >>> t = Table.from_frame(df)
+        >>> t.col("kind").tolist(), t.take([2, 0]).col("part").tolist()
+        (['text', None, 'image'], [3, 1])
+        >>> t.take([0, 1]).frame().equals(df.iloc[[0, 1]])
+        True
+    """
+
+    __slots__ = ("cols", "dtypes", "n", "_frame")
+
+    def __init__(self, cols: Mapping[str, Any], dtypes: Mapping[str, Any], n: int,
+                 frame: pd.DataFrame | None = None, *, fresh: bool = False) -> None:
+        self.cols = {k: _frozen(v, fresh) for k, v in cols.items()}
+        self.dtypes = dict(dtypes)
+        self.n = n
+        self._frame = frame
+
+    @classmethod
+    def from_frame(cls, df: pd.DataFrame) -> Table:
+        """The table of a frame (which it keeps as its `frame` when the index is 0..n-1)."""
+        keep = df if isinstance(df.index, pd.RangeIndex) and df.index.start == 0 \
+            and df.index.step == 1 else None
+        return cls({c: _column(df[c]) for c in df.columns},
+                   {c: df[c].dtype for c in df.columns}, len(df), keep)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.cols
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.cols)
+
+    @property
+    def empty(self) -> bool:
+        return self.n == 0
+
+    def col(self, name: str) -> Any:
+        """One column's array (read-only)."""
+        try:
+            return self.cols[name]
+        except KeyError:
+            raise KeyError(f"no column {name!r}; columns: {', '.join(self.cols)}") from None
+
+    def isna(self, name: str) -> np.ndarray:
+        """Where a column is NA."""
+        v = self.col(name)
+        if isinstance(v, np.ndarray):
+            if v.dtype == object:
+                return np.fromiter((x is None for x in v), dtype=bool, count=len(v))
+            if v.dtype.kind == "f":
+                return np.isnan(v)
+            return np.zeros(len(v), dtype=bool)
+        return np.asarray(v.isna(), dtype=bool)
+
+    def ints(self, name: str, na: int = 0) -> np.ndarray:
+        """An integer column as int64, NA as ``na``."""
+        v = self.col(name)
+        if isinstance(v, np.ndarray) and v.dtype.kind == "i":
+            return v
+        if isinstance(v, np.ndarray) and v.dtype.kind == "f":
+            return np.where(np.isnan(v), na, v).astype(np.int64)
+        return pd.array(v, dtype="Int64").to_numpy(dtype=np.int64, na_value=na)
+
+    def take(self, rows: Any) -> Table:
+        """The rows at some positions, in that order."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return Table({k: v[rows] if isinstance(v, np.ndarray) else v.take(rows)
+                      for k, v in self.cols.items()}, self.dtypes, len(rows), fresh=True)
+
+    def with_columns(self, **columns: tuple[Any, Any]) -> Table:
+        """A table with columns set (name=(array, dtype)); new ones go last."""
+        cols, dtypes = dict(self.cols), dict(self.dtypes)
+        for k, (v, dtype) in columns.items():
+            cols[k], dtypes[k] = v, dtype
+        return Table(cols, dtypes, self.n)
+
+    def frame(self) -> pd.DataFrame:
+        """The rows as a DataFrame with the original dtypes (built once)."""
+        if self._frame is None:
+            self._frame = pd.DataFrame(
+                {k: _series(v, self.dtypes[k]) for k, v in self.cols.items()},
+                index=pd.RangeIndex(self.n))
+        return self._frame
+
+
+def concat(a: Table, b: Table) -> Table:
+    """The rows of ``a`` then those of ``b`` (the columns of ``a``; ``b`` must have them)."""
+    cols = {}
+    for k, v in a.cols.items():
+        w = b.col(k)
+        if isinstance(v, np.ndarray) and isinstance(w, np.ndarray):
+            cols[k] = np.concatenate([v, w]) if v.dtype == w.dtype or v.dtype == object \
+                or w.dtype == object else np.concatenate([v.astype(np.float64),
+                                                          w.astype(np.float64)])
+        else:
+            cols[k] = type(_as_array(v))._concat_same_type([_as_array(v), _as_array(w)])
+    return Table(cols, a.dtypes, a.n + b.n, fresh=True)
+
+
+def from_columns(values: Mapping[str, list[Any]], dtypes: Mapping[str, Any]) -> Table:
+    """A table from lists of Python values (None for NA), one per column of ``dtypes``."""
+    n = len(next(iter(values.values()))) if values else 0
+    cols: dict[str, Any] = {}
+    for k, dtype in dtypes.items():
+        v = values[k]
+        if isinstance(dtype, pd.StringDtype) or _is_object(dtype):
+            arr = np.empty(n, dtype=object)
+            arr[:] = v
+            cols[k] = arr
+        elif isinstance(dtype, pd.Int64Dtype):
+            cols[k] = np.array([np.nan if x is None else x for x in v], dtype=np.float64) \
+                if any(x is None for x in v) else np.array(v, dtype=np.int64)
+        elif isinstance(dtype, np.dtype) and dtype.kind in "ifb":
+            cols[k] = np.array(v, dtype=dtype)
+        else:
+            cols[k] = pd.array(v, dtype=dtype)
+    return Table(cols, dtypes, n, fresh=True)
+
+
+def _is_object(dtype: Any) -> bool:
+    return isinstance(dtype, np.dtype) and dtype.kind == "O"
+
+
+def _as_array(v: Any) -> Any:
+    return v if not isinstance(v, np.ndarray) else pd.array(v)
+
+
+def _series(v: Any, dtype: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        if isinstance(dtype, np.dtype) and v.dtype == dtype:
+            return v
+        return pd.array(v, dtype=dtype)
+    return v
