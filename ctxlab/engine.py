@@ -105,12 +105,14 @@ def build_view(t: Transcript, session: str, end_pos: float, estimator: Estimator
 
 
 def make_view(parts: pd.DataFrame | Table, estimator: Estimator, budget: Budget, session: str,
-              call: int | None = None) -> View:
-    """A view of a request's parts (in position order), counted and layered."""
+              call: int | None = None, *, counted: bool = False) -> View:
+    """A view of a request's parts (in position order), counted and layered
+    (``counted``: the table's ``tokens`` are already this estimator's counts)."""
     table = parts if isinstance(parts, Table) else \
         Table.from_frame(parts.reset_index(drop=True))
-    tokens = estimator.count_parts(table) if len(table) else np.zeros(0, np.int64)
-    table = table.with_columns(tokens=(tokens, TOKENS_DTYPE))
+    if not (counted and "tokens" in table):
+        tokens = estimator.count_parts(table) if len(table) else np.zeros(0, np.int64)
+        table = table.with_columns(tokens=(tokens, TOKENS_DTYPE))
     return View(table=with_layers(table), estimator=estimator,
                 window_tokens=budget.window_tokens, limit_tokens=budget.limit_tokens,
                 target_tokens=budget.target_tokens, overhead_tokens=budget.overhead_tokens,

@@ -34,6 +34,7 @@ from ctxlab.replay_state import (Anchor, Sums, after_values, apply_to_sums, call
                                  categories, empty_ledger, event_row, events_frame, ledger_rows,
                                  prompt_messages, window_of)
 from ctxlab.schema import Transcript
+from ctxlab.stages.table import Table, concat
 from ctxlab.tokens import Estimator, estimator as get_estimator
 
 
@@ -275,6 +276,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
     nxt, n = 0, len(order)
     target_ratio = p.target if p.target is not None else p.threshold
     inf = float("inf")
+    rows_seen = RequestRows(history, est)
     for c in zip(calls["call"].tolist(), calls["input_end_pos"].tolist(),
                  calls["model"].tolist(), calls["input_total"].tolist()):
         k, end = int(c[0]), float(c[1])
@@ -283,11 +285,13 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
             nxt += 1
             if end <= hi[i]:
                 sums.add(cats[i], tokens[i], turns[i], msgs[i], +1)
+                rows_seen.entered.append(i)
                 if hi[i] != inf:
                     heapq.heappush(exits, (hi[i], i))
         while exits and exits[0][0] < end:
             _, i = heapq.heappop(exits)
             sums.add(cats[i], tokens[i], turns[i], msgs[i], -1)
+            rows_seen.left.append(i)
         win = settings.window if settings.window is not None else window_of(c[2])
         limit = p.limit_for(win)
         layers = sums.layers(prompt_of.get(sums.max_turn))
@@ -303,8 +307,10 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
         if p.always or checked > p.threshold * limit:
             budget = Budget(window_tokens=win, limit_tokens=limit,
                             target_tokens=row["target_tokens"], overhead_tokens=overhead)
-            view = make_view(history.visible_table(end), est, budget, session, k)
+            view = make_view(rows_seen.request(end), est, budget, session, k,
+                             counted=rows_seen.last is not None)
             r = compact_view(history, view, p, end_pos=end, checked=reported)
+            rows_seen.built(r.view.table)
             made = [run for run in r.runs if run.event is not None]
             if made:
                 anchor.replayed = True
@@ -326,6 +332,50 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
     if compactions:
         ledger.append(ledger_rows(session, compactions))
     return history.transcript()
+
+
+class RequestRows:
+    """The rows of the request the walk is at, kept from one built request to the next.
+
+    A walk builds the request of every call that may compact. Rather than taking every
+    visible row from the session again, it keeps the last request (after its
+    compaction, with token counts) and adds the rows that arrived since (``entered``,
+    original rows in the order they became visible), less those whose visibility ended
+    (``left``). The rows are those of ``history.visible_table(end)``: edits between two
+    builds happen only inside a compaction, whose resulting view is what is kept.
+    """
+
+    def __init__(self, history: SessionHistory, est: Estimator) -> None:
+        self.history = history
+        self.est = est
+        self.entered: list[int] = []
+        self.left: list[int] = []
+        self.last: Table | None = None
+
+    def request(self, end: float) -> Table:
+        """The rows of the request ending at ``end`` (tokens counted when kept)."""
+        if self.last is None:
+            return self.history.visible_table(end)
+        out = self.last
+        if self.entered:
+            new = self.history.table.take(self.entered)
+            new = new.with_columns(
+                tokens=(self.est.count_parts(new), out.dtypes["tokens"]),
+                layer=(np.full(len(new), "", dtype=object), out.dtypes["layer"]))
+            out = concat(out, new)
+        if self.left:
+            gone = self.history.table.ints("part")[self.left]
+            out = out.take(np.flatnonzero(~np.isin(out.ints("part"), gone)))
+        pos = np.asarray(out.col("pos"), dtype=np.float64)
+        if len(pos) > 1 and not (pos[1:] >= pos[:-1]).all():
+            out = out.take(np.argsort(pos, kind="stable"))
+        return out
+
+    def built(self, table: Table) -> None:
+        """The request after its compaction: the base of the next one."""
+        self.last = table
+        self.entered.clear()
+        self.left.clear()
 
 
 __all__ = ["Replay", "Settings", "replay"]

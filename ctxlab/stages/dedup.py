@@ -59,8 +59,10 @@ UNKNOWN = "?"  # range of a read whose arguments are not in the request
 _SHELL_OPERATORS = re.compile(r"[|;&<>$`]")
 
 
+@functools.lru_cache(maxsize=65_536)
 def regex_read_path(text: str) -> str | None:
     """The file seed 000's pattern says a text reads (its first match), or None.
+    Remembered per text: every compaction of a replay scans the same parts again.
 
     Example:
         >>> regex_read_path("I read README.md and then cat setup.py")

@@ -18,7 +18,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from ctxlab.stages.base import Rows, ints, labels, strings, table_of
+from ctxlab.stages.base import Rows, View, ints, labels, strings, table_of
 
 Problem = Literal["orphan_result", "unanswered_call", "role_order"]
 
@@ -65,15 +65,23 @@ def grammar_counts(parts: Rows) -> dict[str, int]:
 
 
 def view_grammar(view: Any) -> dict[str, int]:
-    """`grammar_counts` of a view, computed once per view."""
-    counts = view._memo.get("grammar")
-    if counts is None:
-        counts = view._memo["grammar"] = grammar_counts(view)
-    return counts
+    """`grammar_counts` of a view (computed once per view, see `_problem_rows`)."""
+    return grammar_counts(view)
 
 
 def _problem_rows(parts: Rows) -> tuple[np.ndarray, np.ndarray,
-                                                list[tuple[int, Problem, str]]]:
+                                        list[tuple[int, Problem, str]]]:
+    """`_find_problem_rows`, remembered on a view (views never change)."""
+    if not isinstance(parts, View):
+        return _find_problem_rows(parts)
+    found = parts._memo.get("problem_rows")
+    if found is None:
+        found = parts._memo["problem_rows"] = _find_problem_rows(parts)
+    return found
+
+
+def _find_problem_rows(parts: Rows) -> tuple[np.ndarray, np.ndarray,
+                                             list[tuple[int, Problem, str]]]:
     """Rows of orphan results, rows of unanswered calls, and the role-order problems as
     ``(row, problem, detail)``.
 
