@@ -38,11 +38,20 @@ def part_artifacts(t: Transcript) -> pd.DataFrame:
     Adds ``session`` and ``aid`` (one integer per distinct session, kind and value).
     """
     f = t.frame
+    if _LAST and _LAST[0] is f:          # recall and retention of one replay share it
+        return _LAST[1].copy()
     texts = f["content"].reset_index(drop=True)
     occ = artifacts_cached(texts, user=instruction_rows(f).reset_index(drop=True))
     occ["session"] = f["session"].to_numpy(dtype=object)[occ["row"].to_numpy(dtype=np.int64)]
-    occ["aid"] = occ.groupby(["session", "kind", "value"], sort=True).ngroup()
-    return occ
+    key = [f"{s}\x00{k}\x00{v}" for s, k, v in zip(occ["session"].tolist(),
+                                                    occ["kind"].tolist(), occ["value"].tolist())]
+    occ["aid"] = pd.factorize(np.asarray(key, dtype=object))[0]
+    _LAST[:] = [f, occ]
+    return occ.copy()
+
+
+_LAST: list[Any] = []
+"""The last frame `part_artifacts` read and its result (a frame is never changed in place)."""
 
 
 def _base_spans(f: pd.DataFrame, ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:

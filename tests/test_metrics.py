@@ -400,6 +400,7 @@ def test_recall_extracts_each_text_once_then_reuses_it(neurolink, monkeypatch):
 
     monkeypatch.setattr(art, "artifacts", counting)
     monkeypatch.setattr(art, "_CACHE", {})
+    monkeypatch.setattr(metrics, "_LAST", [])
     f = neurolink.frame
     distinct = len(set(zip(f["content"].fillna("").tolist(),
                            art.instruction_rows(f).tolist())))
@@ -408,7 +409,8 @@ def test_recall_extracts_each_text_once_then_reuses_it(neurolink, monkeypatch):
     calls.clear()
     expected = retention_df(neurolink)       # the same texts: nothing extracted again
     assert calls == []
-    monkeypatch.setattr(art, "_CACHE", {})   # and the cache changes no result
+    monkeypatch.setattr(art, "_CACHE", {})   # and the caches change no result
+    monkeypatch.setattr(metrics, "_LAST", [])
     pd.testing.assert_frame_equal(retention_df(neurolink), expected)
     pd.testing.assert_frame_equal(needed_recall_df(neurolink), r)
     assert calls == [distinct]
