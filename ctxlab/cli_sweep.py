@@ -19,11 +19,15 @@ SWEEP_EXAMPLES = """examples:
     ctxlab sweep logs/ --preset neurolink --grid prune.protect_tokens=10000,40000 \\
         --require max_overflows=0 --require min_recall=0.98 -o results.csv
     ctxlab sweep session.jsonl --grid window=100k,200k --workers 1 -o r.parquet
+    ctxlab convert logs/ -o corpus/ && ctxlab sweep corpus/ --engine dask --workers 4 \
+        --grid threshold=0.6:0.95:0.05 -o results.parquet
 
 --grid takes name=start:stop:step (stop included) or name=v1,v2; names: preset,
 threshold, target, window, estimator, or stage.param (a stage parameter, applied to
 the presets that have that stage). Rows: one per configuration and session, the
-metrics of ctxlab.sweep. --require prints the recommended configurations.
+metrics of ctxlab.sweep, the same from either engine. --require prints the recommended
+configurations. A corpus dataset (ctxlab convert DIR -o corpus/) is read one session
+at a time by the workers.
 """
 SHOWN = ("preset", "threshold", "target", "window", "estimator", "sessions", "compactions",
          "tokens_sent", "cost", "overflows", "forced_final", "recall", "retention",
@@ -100,8 +104,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     out = Path(args.output)
     if out.suffix.lower() not in (".parquet", ".csv"):
         raise ConfigError(f"-o {out}: write a .parquet or .csv file")
-    df = sweep(args.path, grid, estimator=args.estimator, window=parse_window(args.window),
-               workers=args.workers, progress=True if args.progress else None)
+    df = sweep(args.path, grid, engine=args.engine, estimator=args.estimator,
+               window=parse_window(args.window), workers=args.workers,
+               progress=True if args.progress else None)
     _write(df, out)
     print(f"wrote {out}: {len(df):,} rows ({df['config'].nunique()} configurations x "
           f"{df['session'].nunique()} sessions)")
@@ -114,7 +119,7 @@ def add_sweep_command(sub: Any) -> argparse.ArgumentParser:
     sp = sub.add_parser("sweep", help="replay a grid of configurations over a folder of logs",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         epilog=SWEEP_EXAMPLES)
-    sp.add_argument("path", help="a folder of logs (or one log file)")
+    sp.add_argument("path", help="a folder of logs, a corpus dataset, or one log file")
     sp.add_argument("--grid", action="append", metavar="NAME=VALUES",
                     help="a grid dimension, repeatable: threshold=0.6:0.95:0.05, "
                          "prune.protect_tokens=10000,40000")
@@ -124,8 +129,11 @@ def add_sweep_command(sub: Any) -> argparse.ArgumentParser:
                     help="context window, e.g. 200k (default: each call's model's)")
     sp.add_argument("--estimator", default=None,
                     help="token estimator spec (default: each pipeline's)")
+    sp.add_argument("--engine", choices=("local", "dask"), default="local",
+                    help="local: a process pool (default); dask: a Dask LocalCluster, one "
+                         "task per session (pip install 'ctxlab[dask]')")
     sp.add_argument("--workers", type=int, default=None,
-                    help="processes (default: the CPU count; 1: no process pool)")
+                    help="processes (default: the CPU count; local 1: no process pool)")
     sp.add_argument("--require", action="append", metavar="NAME=VALUE",
                     help="a constraint for the recommendation, repeatable: max_overflows=0, "
                          "min_recall=0.98, max_cost=..., min_retention=...")

@@ -3,10 +3,13 @@
 `sweep` expands a grid (`ctxlab.sweep_grid`) into configurations and replays each
 over each session of a corpus, one work unit per (configuration, session). Rows come
 back in configuration order, then session order (files in corpus order, sessions in
-log order), whatever the number of workers: with ``workers=1`` everything runs in
-this process; otherwise a process pool (``spawn``) runs the units, each worker
-loading the file of its session itself (only a path, format and session id travel),
-keeping the last files it loaded. `ctxlab.recommend.recommend` picks the best
+log order), whatever the engine and the number of workers. ``engine="local"``: with
+``workers=1`` everything runs in this process; otherwise a process pool (``spawn``)
+runs the units, each worker loading the file of its session itself (only a path,
+format and session id travel), keeping the last files it loaded. ``engine="dask"``
+(`ctxlab.sweep_dask`): one task per session on a ``distributed`` cluster. A corpus
+dataset (`ctxlab.loaders.corpus_store`) is read one session partition at a time, so a
+worker reads only the sessions it replays. `ctxlab.recommend.recommend` picks the best
 configurations from the result.
 
 Per row (`METRIC_COLUMNS`): ``calls``; ``compactions`` (calls whose trigger fired);
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -81,16 +85,19 @@ def price_for(model: Any, prices: Mapping[str, tuple[float, float]] = PRICES
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    """Where a worker finds a session: a file (path, format, options) or an in-memory log."""
+    """Where a worker finds a session: a file (path, format, options), a session partition
+    of a corpus dataset (``part``; ``path`` is its source log), or an in-memory log."""
 
     path: str
     format: str | None = None
     options: LoadOptions | None = None
     memory: int | None = None
+    part: str | None = None
 
 
 _MEMORY: list[Transcript] = []
 _FILES: OrderedDict[str, Transcript] = OrderedDict()
+_LOCK = threading.Lock()  # a Dask worker may run tasks in several threads
 
 
 def _init_worker(memory: list[Transcript]) -> None:
@@ -101,28 +108,45 @@ def _init_worker(memory: list[Transcript]) -> None:
 def _load(src: Source) -> Transcript:
     if src.memory is not None:
         return _MEMORY[src.memory]
-    if src.path not in _FILES:
+    key = src.part or src.path
+    with _LOCK:
+        t = _FILES.get(key)
+        if t is not None:
+            _FILES.move_to_end(key)
+            return t
+    if src.part is not None:
+        from ctxlab.loaders.corpus_store import read_session
+        from ctxlab.schema import REPORT_COLUMNS, LoadReport, empty_frame
+        # the load report does not change a replay: the source's is not read
+        t = read_session(src.part, LoadReport(records=empty_frame(REPORT_COLUMNS)))
+    else:
         from ctxlab.loaders.registry import get
-        _FILES[src.path] = get(str(src.format)).load(Path(src.path),
-                                                     src.options or LoadOptions())
+        t = get(str(src.format)).load(Path(src.path), src.options or LoadOptions())
+    with _LOCK:
+        _FILES[key] = t
         while len(_FILES) > FILES_KEPT:
             _FILES.popitem(last=False)
-    _FILES.move_to_end(src.path)
-    return _FILES[src.path]
+    return t
 
 
-def _sessions_of(src: Source) -> list[str]:
-    t = _load(src)
+def replayed_sessions(t: Transcript) -> list[str]:
+    """The sessions of a log that a sweep replays: those with calls, in log order."""
     return [s for s in t.sessions if (t.calls["session"] == s).any()]
 
 
+def _sessions_of(src: Source) -> list[str]:
+    return replayed_sessions(_load(src))
+
+
 def _run_unit(config: Config, src: Source, session: str, stage_cols: Sequence[str],
-              prices: Mapping[str, tuple[float, float]]) -> dict[str, Any]:
-    """One replay and its metrics: the row of (configuration, session)."""
+              prices: Mapping[str, tuple[float, float]],
+              t: Transcript | None = None) -> dict[str, Any]:
+    """One replay and its metrics: the row of (configuration, session); ``t``: the
+    session's transcript when the caller has it."""
     from ctxlab.metrics import summarize_recall, summarize_retention
     from ctxlab.replay import replay
 
-    t = _load(src).session(session)
+    t = t if t is not None else _load(src).session(session)
     p = config.pipeline()
     t0 = time.perf_counter()
     r = replay(t, p, window=config.window, estimator=config.estimator)
@@ -165,28 +189,40 @@ def _task(index: int, config: Config, src: Source, session: str, stage_cols: Seq
     return index, _run_unit(config, src, session, stage_cols, prices)
 
 
-def _sources(corpus: Any) -> tuple[list[Source], list[Transcript]]:
+Sessions = list[tuple[Source, list[str] | None]]
+
+
+def _sources(corpus: Any) -> tuple[Sessions, list[Transcript]]:
+    """Each source with the sessions to replay (None: listed by loading the file), and
+    the in-memory transcripts."""
     if isinstance(corpus, (str, Path)):
         path = Path(corpus)
         if path.is_dir():
             corpus = load_dir(path)
         elif path.is_file():
             from ctxlab.loaders.registry import detect
-            return [Source(path=str(path), format=detect(path).name)], []
+            return [(Source(path=str(path), format=detect(path).name), None)], []
         else:
             raise ConfigError(f"{path}: no such file or folder")
     if isinstance(corpus, Corpus):
         files = corpus.files[corpus.files["status"] == "log"]
         if files.empty:
             raise ConfigError("the corpus has no logs (corpus.files says why)")
-        return [Source(path=str(p), format=str(f), options=corpus.options)
+        if corpus.dataset is not None:
+            # the sessions replayed from the source log itself (`replayed_sessions`): with
+            # calls, and parts unless the log has none
+            log_parts = files.groupby("source", sort=False)["parts"].transform("sum")
+            keep = (files["calls"] > 0) & ((files["parts"] > 0) | (log_parts == 0))
+            return [(Source(path=str(r.source), format="parquet", part=str(r.path)),
+                     [str(r.session)]) for r in files[keep].itertuples()], []
+        return [(Source(path=str(p), format=str(f), options=corpus.options), None)
                 for p, f in zip(files["path"], files["format"])], []
     if isinstance(corpus, Transcript):
         corpus = [corpus]
     if isinstance(corpus, Sequence) and corpus and all(isinstance(t, Transcript)
                                                        for t in corpus):
-        return [Source(path=str(t.meta.get("path") or f"<transcript {i}>"), memory=i)
-                for i, t in enumerate(corpus)], list(corpus)
+        return [(Source(path=str(t.meta.get("path") or f"<transcript {i}>"), memory=i),
+                 replayed_sessions(t)) for i, t in enumerate(corpus)], list(corpus)
     raise ConfigError("sweep takes a Corpus, a folder or file path, a Transcript or a list "
                       f"of Transcripts, not {type(corpus).__name__}")
 
@@ -204,19 +240,26 @@ def _bar(total: int, progress: bool | None, desc: str) -> Any:
 def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
           grid: Grid | Sequence[Grid], *, engine: str = "local",
           estimator: str | None = None, window: int | None = None,
-          workers: int | None = None, prices: Mapping[str, tuple[float, float]] | None = None,
+          workers: int | None = None, client: Any = None,
+          prices: Mapping[str, tuple[float, float]] | None = None,
           progress: bool | None = None) -> pd.DataFrame:
     """Replay every configuration of a grid over every session: one row per pair.
 
     Args:
-        corpus: a `Corpus`, a folder or log file path, a `Transcript` or a list of them.
-            Files are loaded by the workers; in-memory transcripts are sent to each
-            worker once.
+        corpus: a `Corpus` (a folder of logs or a corpus dataset), a folder or log file
+            path, a `Transcript` or a list of them. Files are loaded by the workers,
+            dataset sessions read from their own partitions; in-memory transcripts are
+            sent to each worker once (Dask: each session to the task that replays it).
         grid: name -> values (`ctxlab.sweep_grid`), or a list of such grids (their union).
-        engine: ``"local"`` (a process pool on this machine).
+        engine: ``"local"`` (a process pool on this machine) or ``"dask"`` (one task per
+            session on a ``distributed`` cluster: ``pip install ctxlab[dask]``).
         estimator, window: for configurations whose grid does not set them (None: the
             pipeline's estimator, each call's model's window).
-        workers: processes (None: the CPU count; 1: no pool, everything here).
+        workers: processes (None: the CPU count). Local: 1 runs everything here without a
+            pool. Dask: the size of the local cluster started for this sweep (and closed
+            after it); not used with ``client``.
+        client: Dask only: a ``distributed.Client`` to run on (left open); None starts a
+            ``LocalCluster``.
         prices: USD per million (input, output) tokens by model family, merged over
             `PRICES`.
         progress: a tqdm bar on stderr (None: when stderr is a terminal and tqdm is
@@ -226,7 +269,8 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
         One row per configuration × session, in configuration then session order:
         ``config`` (index), the configuration's columns (``preset``, ``threshold``,
         ``target``, ``window``, ``estimator``, any ``stage.param``, ``note``), ``file``,
-        ``session`` and `METRIC_COLUMNS`.
+        ``session`` and `METRIC_COLUMNS`. The same for either engine and any number of
+        workers (``seconds`` aside: `equal_results`).
 
     Example:
         >>> from ctxlab.sweep import sweep
@@ -235,10 +279,10 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
         >>> df["threshold"].tolist(), df["compactions"].tolist()
         ([0.5, 0.8], [2, 1])
     """
-    if engine == "dask":
-        raise ConfigError("engine='dask' is planned but not available yet; use engine='local'")
-    if engine != "local":
-        raise ConfigError(f"unknown engine {engine!r}; engines: local")
+    if engine not in ENGINES:
+        raise ConfigError(f"unknown engine {engine!r}; engines: {', '.join(ENGINES)}")
+    if client is not None and engine != "dask":
+        raise ConfigError("client= runs a sweep on Dask: pass engine='dask' with it")
     if workers is not None and workers < 1:
         raise ConfigError(f"workers must be >= 1, not {workers}")
     table = {**PRICES, **(prices or {})}
@@ -247,6 +291,23 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
                        estimator=c.estimator if c.estimator is not None else estimator)
                for c in configs]
     sources, memory = _sources(corpus)
+    if engine == "dask":
+        from ctxlab.sweep_dask import run_dask
+        rows, n_sessions = run_dask(sources, memory, configs, stage_cols, table,
+                                    client=client, workers=workers, progress=progress)
+    else:
+        rows, n_sessions = _run_local(sources, memory, configs, stage_cols, table,
+                                      workers, progress)
+    return _frame(rows, configs, n_sessions, stage_cols)
+
+
+ENGINES = ("local", "dask")
+
+
+def _run_local(sources: Sessions, memory: list[Transcript], configs: list[Config],
+               stage_cols: list[str], table: Mapping[str, tuple[float, float]],
+               workers: int | None, progress: bool | None
+               ) -> tuple[dict[int, dict[str, Any]], int]:
     n_workers = workers if workers is not None else (os.cpu_count() or 1)
     pool = None
     if n_workers > 1:
@@ -256,9 +317,11 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
     else:
         _init_worker(memory)
     try:
-        session_lists = list(pool.map(_sessions_of, sources)) if pool is not None else \
-            [_sessions_of(s) for s in sources]
-        sessions = [(src, s) for src, ss in zip(sources, session_lists) for s in ss]
+        unknown = [src for src, ss in sources if ss is None]
+        listed = iter(pool.map(_sessions_of, unknown) if pool is not None else
+                      [_sessions_of(s) for s in unknown])
+        sessions = [(src, s) for src, ss in sources
+                    for s in (ss if ss is not None else next(listed))]
         units = [(ci * len(sessions) + si, config, src, s)
                  for si, (src, s) in enumerate(sessions) for ci, config in enumerate(configs)]
         bar = _bar(len(units), progress, "sweep")
@@ -266,7 +329,7 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    return _frame(rows, configs, len(sessions), stage_cols)
+    return rows, len(sessions)
 
 
 def _run_all(units: list[tuple[int, Config, Source, str]], stage_cols: list[str],

@@ -7,12 +7,13 @@ import subprocess
 import sys
 
 # pyarrow is not listed: pandas 3 itself imports it when installed.
-HEAVY = ("matplotlib", "ipywidgets", "tiktoken", "tokenizers", "dask", "IPython",
-         "mistral_common", "transformers", "openai", "anthropic", "llama_cpp")
+HEAVY = ("matplotlib", "ipywidgets", "tiktoken", "tokenizers", "dask", "distributed",
+         "IPython", "mistral_common", "transformers", "openai", "anthropic", "llama_cpp")
 
 
 def _loaded_after(code: str) -> list[str]:
-    probe = f"{code}\nimport sys, json\nprint(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
+    probe = (f"{code}\nimport sys, json\n"
+             f"print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))")
     out = subprocess.run([sys.executable, "-c", probe], check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -39,4 +40,14 @@ def test_summarizer_registry_loads_no_sdk_until_a_request_is_sent():
     code = ("import ctxlab\nfrom ctxlab.summarizers import names, summarizer\nnames()\n"
             "summarizer('openai', model='m', base_url='http://127.0.0.1:9/v1')\n"
             "summarizer('anthropic', model='m')")
+    assert _loaded_after(code) == []
+
+
+def test_sweeps_and_corpus_datasets_load_no_dask_until_the_dask_engine_runs():
+    code = ("import tempfile, ctxlab.datasets, ctxlab.sweep_dask, ctxlab.cli\n"
+            "from ctxlab.loaders.corpus_store import write_corpus\n"
+            "from ctxlab.sweep import sweep\n"
+            "with tempfile.TemporaryDirectory() as tmp:\n"
+            "    d = write_corpus(ctxlab.datasets.path('coding_session_b'), tmp + '/c')\n"
+            "    sweep(d, {'preset': ['neuron']}, workers=1)")
     assert _loaded_after(code) == []

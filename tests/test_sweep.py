@@ -157,14 +157,33 @@ def test_prices_can_be_overridden_and_transcripts_swept_in_memory():
 
 
 def test_engine_and_source_errors():
-    with pytest.raises(ConfigError, match="engine='dask' is planned"):
-        sweep(DATASETS, {"preset": ["neuron"]}, engine="dask")
-    with pytest.raises(ConfigError, match="unknown engine 'ray'; engines: local"):
+    with pytest.raises(ConfigError, match="client= runs a sweep on Dask: pass engine='dask'"):
+        sweep(DATASETS, {"preset": ["neuron"]}, client=object())
+    with pytest.raises(ConfigError, match="unknown engine 'ray'; engines: local, dask"):
         sweep(DATASETS, {"preset": ["neuron"]}, engine="ray")
     with pytest.raises(ConfigError, match="no such file or folder"):
         sweep(DATASETS / "absent", {"preset": ["neuron"]})
     with pytest.raises(ConfigError, match="workers must be >= 1"):
         sweep(DATASETS, {"preset": ["neuron"]}, workers=0)
+
+
+def test_a_dataset_sweeps_like_its_folder_reading_only_its_partitions(small, tmp_path,
+                                                                     monkeypatch):
+    from ctxlab.loaders import corpus_store, registry
+
+    grid = {"preset": ["neuron"], "threshold": [0.5, 0.8]}
+    folder = sweep(small, grid, workers=1)
+    ds = corpus_store.write_corpus(small, tmp_path / "ds")
+    read, loaded = [], []
+    real_read, real_get = corpus_store.read_session, registry.get
+    monkeypatch.setattr(corpus_store, "read_session",
+                        lambda path, report=None: read.append(path) or real_read(path, report))
+    monkeypatch.setattr(registry, "get", lambda name: loaded.append(name) or real_get(name))
+    serial = sweep(ds, grid, workers=1)
+    assert equal_results(folder, serial)  # the same rows, `file` naming the source logs
+    # sessions are read one partition each (sessions first, then configurations); no log
+    assert read == [str(p) for p in ds.paths] and loaded == []
+    assert equal_results(folder, sweep(tmp_path / "ds", grid, workers=2))
 
 
 # -- recommend -----------------------------------------------------------------------------

@@ -1,4 +1,9 @@
-"""A corpus: many logs under one folder, loaded lazily, seen as one frame."""
+"""A corpus: many logs under one folder, loaded lazily, seen as one frame.
+
+A folder written by ``ctxlab convert DIR -o corpus/`` (`ctxlab.loaders.corpus_store`)
+opens as a corpus too, with one entry per session: each is read from its own Parquet
+partition when used.
+"""
 
 from __future__ import annotations
 
@@ -23,17 +28,23 @@ class Corpus:
 
     Attributes:
         files: one row per file: ``path``, ``format`` (NA when not a log), ``status``
-            (``log``, ``part-of`` another log, ``not-a-log``) and ``note``.
-        options: options passed to every loader.
+            (``log``, ``part-of`` another log, ``not-a-log``) and ``note``. For a corpus
+            dataset, one row per session partition, with more columns
+            (`ctxlab.loaders.corpus_store.FILE_COLUMNS`: ``session``, ``source``...).
+        options: options passed to every loader (for a dataset: those it was written with).
+        dataset: the folder of a corpus dataset, or None for a folder of logs.
     """
 
     files: pd.DataFrame
     options: LoadOptions = field(default_factory=LoadOptions)
+    dataset: Path | None = None
     _cache: dict[str, Transcript] = field(default_factory=dict, repr=False)
+    _reports: dict[str, LoadReport] = field(default_factory=dict, repr=False)
 
     @property
     def paths(self) -> list[Path]:
-        """Files that are logs of their own, in sorted order."""
+        """Files that are logs of their own, in sorted order (a dataset: its partitions,
+        in source then session order)."""
         return [Path(p) for p in self.files.loc[self.files["status"] == "log", "path"]]
 
     def __len__(self) -> int:
@@ -44,14 +55,26 @@ class Corpus:
             yield self.transcript(p)
 
     def transcript(self, path: str | Path) -> Transcript:
-        """The transcript of one file of the corpus (loaded once)."""
+        """The transcript of one file of the corpus (loaded once). For a dataset, a
+        partition's path: its session alone, read from that partition only."""
         key = str(path)
         if key not in self._cache:
             row = self.files[self.files["path"] == key]
             if row.empty:
                 raise KeyError(f"{key} is not in this corpus")
-            self._cache[key] = get(str(row["format"].iloc[0])).load(Path(key), self.options)
+            if self.dataset is not None:
+                from ctxlab.loaders.corpus_store import read_session
+                self._cache[key] = read_session(key, self._report(str(row["report"].iloc[0])))
+            else:
+                self._cache[key] = get(str(row["format"].iloc[0])).load(Path(key),
+                                                                        self.options)
         return self._cache[key]
+
+    def _report(self, path: str) -> LoadReport:
+        if path not in self._reports:
+            from ctxlab.loaders.parquet import read_report
+            self._reports[path] = read_report(path)
+        return self._reports[path]
 
     def _cat(self, attr: str, columns: tuple) -> pd.DataFrame:
         frames = [getattr(t, attr) for t in self if len(getattr(t, attr))]
@@ -72,9 +95,16 @@ class Corpus:
 
     @property
     def load_report(self) -> LoadReport:
+        """What became of every record of every log (a dataset: of each source log once)."""
+        if self.dataset is not None:
+            return LoadReport.concat([self._report(str(p))
+                                      for p in pd.unique(self.files["report"])])
         return LoadReport.concat([t.load_report for t in self])
 
     def __repr__(self) -> str:
+        if self.dataset is not None:
+            return (f"Corpus(dataset {self.dataset}: {len(self)} sessions from "
+                    f"{self.files['source'].nunique()} logs)")
         counts = self.files["status"].value_counts().to_dict()
         return f"Corpus({len(self)} logs, files={counts})"
 
@@ -85,10 +115,17 @@ def load_dir(path: str | Path, *, strict: bool = False, sidechains: bool = False
 
     Files that are not logs are listed in ``corpus.files`` with the reason, never
     silently left out; sub-agent files are listed as part of their main log.
+
+    A corpus dataset (``ctxlab convert DIR -o corpus/``) opens with its manifest only:
+    one entry per session, each read from its partition when used
+    (`ctxlab.loaders.corpus_store.open_dataset`).
     """
     root = Path(path)
     if not root.is_dir():
         raise LoadError("not a directory; use ctxlab.load() for a single file", path=str(root))
+    from ctxlab.loaders.corpus_store import MANIFEST, open_dataset
+    if (root / MANIFEST).is_file():
+        return open_dataset(root, strict=strict, sidechains=sidechains)
     rows: list[dict[str, object]] = []
     candidates = sorted(p for p in (root.rglob("*") if recursive else root.iterdir())
                         if p.is_file() and not any(part.startswith(".") for part in
