@@ -40,12 +40,11 @@ def _column(series: pd.Series) -> Any:
     return values
 
 
-def _frozen(value: Any, fresh: bool) -> Any:
-    """The array, read-only (a read-only view of it unless ``fresh``: made for this table)."""
-    if isinstance(value, np.ndarray) and value.flags.writeable:
-        if not fresh:
-            value = value.view()
-        value.flags.writeable = False
+def _owned(value: Any) -> Any:
+    """A NumPy column this table may make read-only (a copy when it is a view of other
+    data, e.g. a DataFrame's block)."""
+    if isinstance(value, np.ndarray) and value.base is not None:
+        return value.copy()
     return value
 
 
@@ -70,7 +69,8 @@ class Table:
 
     def __init__(self, cols: Mapping[str, Any], dtypes: Mapping[str, Any], n: int,
                  frame: pd.DataFrame | None = None, *, fresh: bool = False) -> None:
-        self.cols = {k: _frozen(v, fresh) for k, v in cols.items()}
+        # fresh: every array was made for this table (takes, concats): no copy needed
+        self.cols = dict(cols) if fresh else {k: _owned(v) for k, v in cols.items()}
         self.dtypes = dict(dtypes)
         self.n = n
         self._frame = frame
@@ -98,11 +98,14 @@ class Table:
         return self.n == 0
 
     def col(self, name: str) -> Any:
-        """One column's array (read-only)."""
+        """One column's array (read-only: stages get the array itself, not a copy)."""
         try:
-            return self.cols[name]
+            v = self.cols[name]
         except KeyError:
             raise KeyError(f"no column {name!r}; columns: {', '.join(self.cols)}") from None
+        if isinstance(v, np.ndarray) and v.flags.writeable:
+            v.flags.writeable = False
+        return v
 
     def isna(self, name: str) -> np.ndarray:
         """Where a column is NA."""
