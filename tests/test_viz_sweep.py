@@ -4,7 +4,6 @@ result (known front, known recommendation) and on one small real sweep."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import subprocess
 import sys
@@ -381,11 +380,3 @@ def test_real_sweep_front_heatmap_and_tuner_agree_with_recommend(real):
     assert agg[most] > agg[(best["threshold"], best["preset"])]
     page = real.static_html()
     assert page.count("<svg") == 1 and "Sessions of the recommended configuration" in page
-
-
-def test_importing_the_tuner_loads_neither_matplotlib_nor_ipywidgets():
-    code = ("import sys, json, ctxlab.viz.widgets_tuner, ctxlab.viz.plots_sweep\n"
-            "print(json.dumps([m for m in ('ipywidgets', 'matplotlib', 'IPython') "
-            "if m in sys.modules]))")
-    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    assert json.loads(out.stdout) == []

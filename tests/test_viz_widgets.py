@@ -34,8 +34,10 @@ def replayed(coding):
     return r
 
 
-def test_importing_the_widgets_loads_neither_ipywidgets_nor_matplotlib():
-    code = ("import sys, json, ctxlab.viz.widgets\n"
+@pytest.mark.parametrize("modules", ["ctxlab.viz.widgets",
+                                     "ctxlab.viz.widgets_tuner, ctxlab.viz.plots_sweep"])
+def test_importing_the_widgets_loads_neither_ipywidgets_nor_matplotlib(modules):
+    code = (f"import sys, json, {modules}\n"
             "print(json.dumps([m for m in ('ipywidgets', 'matplotlib', 'IPython') "
             "if m in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
