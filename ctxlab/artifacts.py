@@ -93,7 +93,7 @@ _MONTHS = {m: f"{i:02d}" for i, m in enumerate(
 _COLUMNS = ("row", "kind", "value")
 
 
-def _unescape(s: pd.Series) -> pd.Series:
+def unescape(s: pd.Series) -> pd.Series:
     return s.str.replace(r'\\(["\\/nrt])', lambda m: _ESCAPES[m.group(1)], regex=True)
 
 
@@ -129,7 +129,7 @@ def artifacts(texts: pd.Series, *, user: pd.Series | None = None) -> pd.DataFram
     tool = raw.str.contains(_TOOL_CALL, regex=True)
     text = raw.copy()
     if tool.any():  # JSON-escaped arguments: unescape, drop the tool name and keys
-        body = _unescape(raw[tool].str.replace(r'(?<=[{,])\s*"[\w-]+"\s*:', " :", regex=True))
+        body = unescape(raw[tool].str.replace(r'(?<=[{,])\s*"[\w-]+"\s*:', " :", regex=True))
         text[tool] = body.str.replace(r"^[\w.-]+\(", "(", regex=True)
     frames = [_tokens(text), _errors(text), _commands(raw[tool], text),
               _instructions(text if user is None else text[user.to_numpy(dtype=bool)])]
@@ -239,9 +239,9 @@ def _commands(tool_raw: pd.Series, text: pd.Series) -> pd.DataFrame:
     frames = []
     if len(tool_raw):
         m = tool_raw.str.extract(_SHELL).dropna(how="all")
-        single = _unescape(m["s"].dropna())
+        single = unescape(m["s"].dropna())
         parts = m["a"].dropna().str.extractall(r'"((?:[^"\\]|\\.)*)"')[0]
-        joined = _unescape(parts).groupby(level=0).agg(" ".join)
+        joined = unescape(parts).groupby(level=0).agg(" ".join)
         joined = joined.str.replace(r"^(?:ba|z)?sh -l?c ", "", regex=True)
         for s in (single, joined):
             frames.append(_frame(s.index, "command", s.str.strip()))

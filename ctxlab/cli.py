@@ -90,12 +90,16 @@ def info_text(t: Transcript) -> str:
     return "\n".join(lines)
 
 
-def corpus_text(c: Corpus) -> str:
-    """The ``ctxlab info`` text of a folder."""
+def corpus_text(c: Corpus, root: Path | None = None) -> str:
+    """The ``ctxlab info`` text of a folder (of logs, or a corpus dataset)."""
+    from ctxlab.loaders.corpus_store import describe, is_dataset
+
     counts = c.files["status"].value_counts()
     lines = [f"folder: {len(c.files)} files: {int(counts.get('log', 0))} logs, "
              f"{int(counts.get('part-of', 0))} sub-agent files, "
              f"{int(counts.get('not-a-log', 0))} not logs"]
+    if root is not None and is_dataset(root):
+        lines = [f"corpus dataset: {describe(root)}"]
     other = c.files[c.files["status"] != "log"]
     for r in other.itertuples():
         lines.append(f"  {r.status}: {r.path}: {r.note}")
@@ -107,7 +111,8 @@ def corpus_text(c: Corpus) -> str:
 def _cmd_info(args: argparse.Namespace) -> int:
     path = Path(args.path)
     if path.is_dir():
-        print(corpus_text(load_dir(path, strict=args.strict, sidechains=args.sidechains)))
+        print(corpus_text(load_dir(path, strict=args.strict, sidechains=args.sidechains),
+                          path))
     else:
         print(info_text(load(path, format=args.format, strict=args.strict,
                              sidechains=args.sidechains)))

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ctxlab.artifacts import _unescape, artifacts
+from ctxlab.artifacts import artifacts, unescape
 from ctxlab.errors import ConfigError
 from ctxlab.layers import assign_layers
 from ctxlab.schema import Transcript
@@ -107,7 +107,7 @@ def kept_mask(found: pd.DataFrame, text: str) -> np.ndarray:
     mentioned = set(artifacts(pd.Series([text])).query("kind == 'path'")["value"].tolist())
     longer = mentioned.union(*(_tails(m) for m in mentioned))
     raw = pd.Series([text], dtype="string")
-    flat = [_squash(t).iloc[0] for t in (raw, _unescape(raw))]
+    flat = [_squash(t).iloc[0] for t in (raw, unescape(raw))]
     for i in np.flatnonzero(kind == "path"):
         key = keys[i]
         out[i] = key in longer or any("/" in t and t in mentioned for t in _tails(key))

@@ -96,6 +96,17 @@ def test_cli_info_on_a_folder(capsys: pytest.CaptureFixture[str]):
         assert sid in out
 
 
+def test_cli_info_on_a_corpus_dataset_describes_it(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]):
+    from ctxlab.loaders.corpus_store import write_corpus
+
+    write_corpus(datasets.path("coding_session"), tmp_path / "corpus")
+    assert main(["info", str(tmp_path / "corpus")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("corpus dataset: 1 session from 1 log (")
+    assert ctxlab.load(datasets.path("coding_session")).sessions[0] in out
+
+
 def test_cli_convert_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     out = tmp_path / "s.parquet"
     assert main(["convert", str(datasets.path("openai_sessions")), "-o", str(out)]) == 0

@@ -42,6 +42,9 @@ def test_compare_rows_and_errors(coding):
     # chars/4 against chars/2 is about -50% on every class
     per_class = summary[(summary["estimator"] == "chars:4") & (summary["parts"] > 20)]
     assert per_class["total_error_pct"].between(-51, -45).all()
+    empty = estimator_errors_df(df.iloc[:0])       # nothing compared: columns, no rows
+    assert empty.empty and list(empty.columns) == list(summary.columns)
+    assert empty.dtypes.equals(summary.dtypes)
 
 
 def test_fit_overhead_is_the_median_residual():

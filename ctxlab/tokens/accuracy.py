@@ -116,6 +116,12 @@ def estimator_errors_df(compared: pd.DataFrame, by: str = "content_class") -> pd
             "p95_abs_error_pct": float(pct.abs().quantile(0.95)) if len(pct) else np.nan,
             "total_error_pct": float(100.0 * (est - ref) / ref) if ref else np.nan,
         })
+    columns = ["estimator", by, "parts", "ref_tokens", "est_tokens", "mape_pct", "bias_pct",
+               "p95_abs_error_pct", "total_error_pct"]
+    if compared.empty:        # nothing compared: the columns, no rows
+        kinds = {"estimator": compared["estimator"].dtype, by: "string", "parts": "int64",
+                 "ref_tokens": "int64", "est_tokens": "int64"}
+        return pd.DataFrame({c: pd.Series(dtype=kinds.get(c, "float64")) for c in columns})
     groups = compared.groupby(["estimator", by], observed=True, sort=True)
     per_group = groups[["ref_tokens", "est_tokens", "error_pct"]].apply(summarise).reset_index()
     overall = (compared.groupby("estimator", sort=True)[["ref_tokens", "est_tokens", "error_pct"]]
@@ -123,8 +129,7 @@ def estimator_errors_df(compared: pd.DataFrame, by: str = "content_class") -> pd
     out = pd.concat([per_group.astype({by: "string"}), overall.astype({by: "string"})],
                     ignore_index=True)
     out = out.astype({"parts": "int64", "ref_tokens": "int64", "est_tokens": "int64"})
-    return out[["estimator", by, "parts", "ref_tokens", "est_tokens", "mape_pct", "bias_pct",
-                "p95_abs_error_pct", "total_error_pct"]]
+    return out[columns]
 
 
 def fit_overhead(est_content: np.ndarray, reported: np.ndarray) -> float:
