@@ -74,7 +74,8 @@ class SessionHistory:
         self._meta: list[dict[str, Any]] = []
         self._new_all: pd.DataFrame | None = None   # inserted rows as a frame (on demand)
         self._new_table: Table | None = None        # inserted rows, hidden_by may be stale
-        self._frame_stale = self._table_stale = False   # hidden_by changed since built
+        self._frame_stale = False                   # hidden_by changed since built
+        self._table_hidden: list[int] = []          # inserted rows hidden since built
         self._table: Table | None = None
         self._transcript: Transcript | None = t
 
@@ -192,7 +193,8 @@ class SessionHistory:
                 concat(self.new_table(), chunk)
             self._new_all = None
         if new:
-            self._frame_stale = self._table_stale = True
+            self._frame_stale = True
+            self._table_hidden += new
         return event_id, chunk
 
     def _add_row(self, new: NewPart, pos: float, stage: str, event_id: int, i: int) -> None:
@@ -245,11 +247,13 @@ class SessionHistory:
         """`new_frame` as a `Table`."""
         if self._new_table is None:
             return from_columns(self._new, self.dtypes)
-        if self._table_stale:
-            hidden = [np.nan if h is None else h for h in self._new["hidden_by"]]
+        if self._table_hidden:      # only the rows hidden since change
+            hidden = np.asarray(self._new_table.col("hidden_by"), dtype=np.float64).copy()
+            rows = [r for r in self._table_hidden if r < len(hidden)]
+            hidden[rows] = [self._new["hidden_by"][r] for r in rows]
             self._new_table = self._new_table.with_columns(
-                hidden_by=(np.asarray(hidden, dtype=np.float64), self.dtypes["hidden_by"]))
-            self._table_stale = False
+                hidden_by=(hidden, self.dtypes["hidden_by"]))
+            self._table_hidden = [r for r in self._table_hidden if r >= len(hidden)]
         return self._new_table
 
     def visible_table(self, end_pos: float) -> Table:
