@@ -124,24 +124,29 @@ class SessionHistory:
                 int(self._new["turn"][new]))
 
     def _insert_positions(self, inserts: tuple[NewPart, ...]) -> list[float]:
-        """A position for every inserted part, next to its anchor, in the edit's order."""
+        """A position for every inserted part, next to its anchor, in the edit's order:
+        halfway between the anchor and its neighbour, or after the edit's own parts
+        already placed in between."""
         taken: list[float] = []
+        ordered: list[float] = []             # taken, sorted
         for new in inserts:
             a = self._anchor(new.anchor)[0]
             if new.side == "after":
                 hi = self._above(a)
                 hi = hi if np.isfinite(hi) else a + 1.0
-                lo = max([a] + [p for p in taken if a < p < hi])
+                floor = a
             else:
-                prev = self._below(a)
-                prev = prev if np.isfinite(prev) else a - 1.0
-                lo = max([prev] + [p for p in taken if prev < p < a])
+                floor = self._below(a)
+                floor = floor if np.isfinite(floor) else a - 1.0
                 hi = a
+            j = bisect.bisect_left(ordered, hi)   # the largest placed part in (floor, hi)
+            lo = ordered[j - 1] if j and ordered[j - 1] > floor else floor
             p = lo + (hi - lo) / 2.0
             if not lo < p < hi:
                 raise ConfigError(f"no room to place a part next to part {new.anchor} "
                                   f"(positions {lo!r}, {hi!r})")
             taken.append(p)
+            bisect.insort(ordered, p)
         return taken
 
     # ---- edits -------------------------------------------------------------------------
