@@ -264,7 +264,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
     history = SessionHistory(t, session)
     f = history.frame
     lo, hi = history.lo.tolist(), history.hi.tolist()
-    tokens = est.count_parts(f).tolist()
+    tokens = est.count_parts(history.table).tolist()
     cats = categories(f).tolist()
     turns = f["turn"].to_numpy(dtype=np.int64, na_value=0).tolist()
     msgs = f["msg"].to_numpy(dtype=np.int64).tolist()

@@ -75,6 +75,8 @@ class CharRatio(Estimator):
         return self.from_lengths(text_lengths(pd.Series(texts, dtype="string"), self.unit))
 
     def count(self, texts: object) -> np.ndarray:  # type: ignore[override]
+        if isinstance(texts, pd.Series) and texts.dtype == "string":
+            texts = texts.fillna("").tolist()   # measured one by one below: no regex pass
         if isinstance(texts, (list, tuple, np.ndarray)):
             try:                            # texts measured one by one: no Series built
                 return self.from_lengths(text_lengths_of(texts, self.unit))
