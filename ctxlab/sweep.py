@@ -1,12 +1,13 @@
 """Threshold tuning at scale: replay every configuration of a grid over every session.
 
 `sweep` expands a grid (`ctxlab.sweep_grid`) into configurations and replays each
-over each session of a corpus, one work unit per (configuration, session). Rows come
-back in configuration order, then session order (files in corpus order, sessions in
-log order), whatever the engine and the number of workers. ``engine="local"``: with
-``workers=1`` everything runs in this process; otherwise a process pool (``spawn``)
-runs the units, each worker loading the file of its session itself (only a path,
-format and session id travel), keeping the last files it loaded. ``engine="dask"``
+over each session of a corpus. Rows come back in configuration order, then session
+order (files in corpus order, sessions in log order), whatever the engine and the
+number of workers. ``engine="local"``: with ``workers=1`` everything runs in this
+process; otherwise a process pool (``spawn``) runs tasks of several configurations
+over one session (a session's configurations are split in as many runs as it takes to
+give every worker two tasks), each worker loading the file of its session itself (only
+a path, format and session id travel), keeping the last files it loaded. ``engine="dask"``
 (`ctxlab.sweep_dask`): one task per session on a ``distributed`` cluster. A corpus
 dataset (`ctxlab.loaders.corpus_store`) is read one session partition at a time, so a
 worker reads only the sessions it replays. `ctxlab.recommend.recommend` picks the best
@@ -184,9 +185,12 @@ def _run_unit(config: Config, src: Source, session: str, stage_cols: Sequence[st
     return row
 
 
-def _task(index: int, config: Config, src: Source, session: str, stage_cols: Sequence[str],
-          prices: Mapping[str, tuple[float, float]]) -> tuple[int, dict[str, Any]]:
-    return index, _run_unit(config, src, session, stage_cols, prices)
+def _task(units: Sequence[tuple[int, Config]], src: Source, session: str,
+          stage_cols: Sequence[str], prices: Mapping[str, tuple[float, float]]
+          ) -> list[tuple[int, dict[str, Any]]]:
+    """Some configurations over one session, which is loaded and cut out once."""
+    t = _load(src).session(session)
+    return [(i, _run_unit(config, src, session, stage_cols, prices, t)) for i, config in units]
 
 
 Sessions = list[tuple[Source, list[str] | None]]
@@ -322,34 +326,54 @@ def _run_local(sources: Sessions, memory: list[Transcript], configs: list[Config
                       [_sessions_of(s) for s in unknown])
         sessions = [(src, s) for src, ss in sources
                     for s in (ss if ss is not None else next(listed))]
-        units = [(ci * len(sessions) + si, config, src, s)
-                 for si, (src, s) in enumerate(sessions) for ci, config in enumerate(configs)]
-        bar = _bar(len(units), progress, "sweep")
-        rows = _run_all(units, stage_cols, table, pool, bar)
+        # a task is a run of configurations over one session (loaded once per task); with
+        # few sessions, each session's configurations are split so every worker has work
+        pieces = 1 if pool is None else min(len(configs), max(1, -(-2 * n_workers
+                                                                  // max(len(sessions), 1))))
+        tasks = [([(ci * len(sessions) + si, configs[ci]) for ci in chunk], src, s)
+                 for si, (src, s) in enumerate(sessions)
+                 for chunk in _split(range(len(configs)), pieces)]
+        bar = _bar(len(configs) * len(sessions), progress, "sweep")
+        rows = _run_all(tasks, stage_cols, table, pool, bar)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     return rows, len(sessions)
 
 
-def _run_all(units: list[tuple[int, Config, Source, str]], stage_cols: list[str],
+def _split(items: range, pieces: int) -> list[range]:
+    """``items`` in ``pieces`` contiguous runs of near-equal length (none empty).
+
+    Example:
+        >>> [list(r) for r in _split(range(5), 2)], [list(r) for r in _split(range(2), 4)]
+        ([[0, 1, 2], [3, 4]], [[0], [1]])
+    """
+    size, extra = divmod(len(items), pieces)
+    bounds = [0]
+    for k in range(pieces):
+        bounds.append(bounds[-1] + size + (1 if k < extra else 0))
+    return [items[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def _run_all(tasks: list[tuple[list[tuple[int, Config]], Source, str]], stage_cols: list[str],
              table: Mapping[str, tuple[float, float]], pool: ProcessPoolExecutor | None,
              bar: Any) -> dict[int, dict[str, Any]]:
     rows: dict[int, dict[str, Any]] = {}
     try:
         if pool is None:
-            for i, config, src, s in units:
-                rows[i] = _run_unit(config, src, s, stage_cols, table)
-                if bar is not None:
-                    bar.update(1)
+            for units, src, s in tasks:
+                for i, row in _task(units, src, s, stage_cols, table):
+                    rows[i] = row
+                    if bar is not None:
+                        bar.update(1)
         else:
-            futures = [pool.submit(_task, i, config, src, s, stage_cols, table)
-                       for i, config, src, s in units]
+            futures = [pool.submit(_task, units, src, s, stage_cols, table)
+                       for units, src, s in tasks]
             for fut in as_completed(futures):
-                i, row = fut.result()
-                rows[i] = row
-                if bar is not None:
-                    bar.update(1)
+                for i, row in fut.result():
+                    rows[i] = row
+                    if bar is not None:
+                        bar.update(1)
     finally:
         if bar is not None:
             bar.close()
