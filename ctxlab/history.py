@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.errors import ConfigError
+from ctxlab.placement import tight, widest_gap
 from ctxlab.schema import EVENT_COLUMNS, PART_COLUMNS, Transcript, coerce
 from ctxlab.stages.base import Edit, NewPart
 from ctxlab.stages.table import Table, concat, from_columns
@@ -98,17 +99,26 @@ class SessionHistory:
         """Where an event applied just before a call (input ending at ``end_pos``) sits.
 
         After every part and earlier event below ``end_pos``, before ``end_pos``: the
-        call sees the event's result, the calls before it do not.
+        call sees the event's result, the calls before it do not. When dozens of events
+        came before one call and no room is left, it shares the last one's position
+        (events keep their order by id).
         """
-        below = [self._below(end_pos)]
+        part = self._below(end_pos)
+        events = [-np.inf]
         i = int(np.searchsorted(self._event_pos, end_pos, side="left"))
         if i:
-            below.append(float(self._event_pos[i - 1]))
+            events.append(float(self._event_pos[i - 1]))
         j = bisect.bisect_left(self._new_event_pos, end_pos)     # kept sorted
         if j:
-            below.append(self._new_event_pos[j - 1])
-        finite = [b for b in below if np.isfinite(b)]
-        lo = max(finite) if finite else end_pos - 1.0
+            events.append(self._new_event_pos[j - 1])
+        event = max(events)
+        lo = max(part, event)
+        lo = lo if np.isfinite(lo) else end_pos - 1.0
+        if tight(lo, end_pos):
+            if event == lo:     # many events before one call: they share a place
+                return lo
+            raise ConfigError(f"no room for an event between part position {lo!r} and the "
+                              f"call's input end {end_pos!r}")
         return lo + (end_pos - lo) / 2.0
 
     def _anchor(self, part: int) -> tuple[float, int, int]:
@@ -123,10 +133,13 @@ class SessionHistory:
         return (float(self._new["pos"][new]), int(self._new["msg"][new]),
                 int(self._new["turn"][new]))
 
-    def _insert_positions(self, inserts: tuple[NewPart, ...]) -> list[float]:
+    def _insert_positions(self, inserts: tuple[NewPart, ...], hiding: list[int],
+                          end_pos: float) -> list[float]:
         """A position for every inserted part, next to its anchor, in the edit's order:
         halfway between the anchor and its neighbour, or after the edit's own parts
-        already placed in between."""
+        already placed in between; when that gap is used up, in the widest gap among
+        the hidden parts around the anchor (`ctxlab.placement`). ``hiding``: parts the
+        edit hides."""
         taken: list[float] = []
         ordered: list[float] = []             # taken, sorted
         for new in inserts:
@@ -140,7 +153,12 @@ class SessionHistory:
                 floor = floor if np.isfinite(floor) else a - 1.0
                 hi = a
             j = bisect.bisect_left(ordered, hi)   # the largest placed part in (floor, hi)
-            lo = ordered[j - 1] if j and ordered[j - 1] > floor else floor
+            own = bool(j) and ordered[j - 1] > floor
+            lo = ordered[j - 1] if own else floor
+            if tight(lo, hi) and not own:
+                pos, hidden = self._positions_hidden(hiding)
+                lo2, hi2 = widest_gap(pos, hidden, a, new.side, end_pos)
+                lo, hi = (lo2, hi2) if hi2 - lo2 > hi - lo else (lo, hi)
             p = lo + (hi - lo) / 2.0
             if not lo < p < hi:
                 raise ConfigError(f"no room to place a part next to part {new.anchor} "
@@ -149,10 +167,21 @@ class SessionHistory:
             bisect.insort(ordered, p)
         return taken
 
+    def _positions_hidden(self, hiding: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Every part's position, sorted, and whether it is hidden (or in ``hiding``)."""
+        pos = np.concatenate([self._pos, np.asarray(self._new["pos"], dtype=np.float64)])
+        hidden = np.concatenate([self._hidden, np.array(
+            [h is not None for h in self._new["hidden_by"]], dtype=bool)])
+        for part in hiding:
+            row = self._row_of.get(part)
+            hidden[row if row is not None else len(self._pos) + self._new_row_of[part]] = True
+        order = np.argsort(pos, kind="stable")
+        return pos[order], hidden[order]
+
     # ---- edits -------------------------------------------------------------------------
     def apply(self, edit: Edit, *, end_pos: float, trigger: str | None = None,
               pre_tokens: int | None = None,
-              meta: dict[str, Any] | None = None) -> tuple[int, pd.DataFrame]:
+              meta: dict[str, Any] | None = None) -> tuple[int, Table]:
         """Record an edit as a new event; returns its id and the rows it inserted."""
         hide = sorted(set(int(h) for h in edit.hide))
         missing = [h for h in hide if h not in self._row_of and h not in self._new_row_of]
@@ -164,7 +193,7 @@ class SessionHistory:
         if any(self._hidden[r] for r in orig) or any(self._new["hidden_by"][r] is not None
                                                      for r in new):
             raise ConfigError(f"{edit.stage}: edit hides parts that are already hidden")
-        positions = self._insert_positions(edit.insert)
+        positions = self._insert_positions(edit.insert, hide, end_pos)
         event_id = self.next_event
         pos = self.event_position(end_pos)
         for r in orig:

@@ -138,7 +138,8 @@ def test_reported_trigger_checks_reported_usage_plus_what_entered_since():
         k, prev = int(c.loc[i, "call"]), c.loc[i - 1]
         if k > first_event or float(ends[prev["call"]]) >= until or pd.isna(prev["input_total"]):
             continue
-        want = int(prev["input_total"]) + int(c.loc[i, "tokens_before"]) - int(prev["tokens_before"])
+        want = (int(prev["input_total"]) + int(c.loc[i, "tokens_before"])
+                - int(prev["tokens_before"]))
         assert int(c.loc[i, "checked_tokens"]) == want
         checked += 1
     assert checked > 10
@@ -152,3 +153,30 @@ def test_reported_trigger_needs_the_whole_request():
         Pipeline(name="x", trigger_on="reported", trigger_layers=("history",))
     with pytest.raises(ConfigError, match="trigger_on"):
         Pipeline(name="x", trigger_on="billed")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("side", ["before", "after"])
+def test_inserting_next_to_the_same_anchor_never_runs_out_of_positions(t, side):
+    """A long session compacts at the same place again and again: each new summary goes
+    next to the same anchor and hides the last one, so the gap between the anchor and
+    its neighbour halves at every edit (it used to run out after ~50 edits, `ConfigError`
+    "no room"). The visible order stays what the edits asked for."""
+    s = t.sessions[0]
+    end = call_end_pos(t, s, int(t.calls["call"].max()))
+    h = SessionHistory(t, s)
+    parts = h.visible(end)["part"].astype(int).tolist()
+    anchor, hide = parts[3], (parts[4],)
+    for i in range(150):
+        # "before": a marker before the previous marker (hidden by this edit);
+        # "after": a summary right after a visible anchor, hiding the previous summary
+        at = hide[0] if side == "before" else anchor
+        edit = Edit(stage="x", reason=f"r{i}", hide=hide, insert=(
+            NewPart(content=f"[summary {i}]", kind="summary", role="user", anchor=at,
+                    side=side),))
+        _, inserted = h.apply(edit, end_pos=end)
+        hide = (int(inserted.col("part")[0]),)
+    seen = h.visible(end)
+    assert seen["part"].astype(int).tolist() == [*parts[:4], hide[0], *parts[5:]]
+    assert seen["content"].iloc[4] == "[summary 149]"
+    pos = h.transcript().frame["pos"].to_numpy()
+    assert len(np.unique(pos)) == len(pos)            # every part has its own place
