@@ -28,7 +28,7 @@ from typing import Literal, get_args
 import numpy as np
 import pandas as pd
 
-from ctxlab.stages.base import Rows, count_rows, ints, labels
+from ctxlab.stages.base import Rows, count_rows, equals, ints, labels
 
 Layer = Literal["system", "tools", "carried", "current", "history", "prompt"]
 LAYERS: tuple[str, ...] = get_args(Layer)
@@ -50,27 +50,30 @@ def assign_layers(parts: Rows) -> np.ndarray:
     """
     if not count_rows(parts):
         return np.array([], dtype=object)
-    role = labels(parts, "role")
-    kind = labels(parts, "kind")
+    kind = lambda value: equals(parts, "kind", value)  # noqa: E731
     turn = ints(parts, "turn")
     msg = ints(parts, "msg")
     current = int(turn.max())
-    user_text = (role == "user") & (kind == "text")
+    user_text = equals(parts, "role", "user") & kind("text")
     user_msgs = msg[(turn == current) & user_text]
     prompt_msg = int(user_msgs.min()) if current > 0 and len(user_msgs) else -1
     in_current = turn == current if current > 0 else np.zeros(len(turn), dtype=bool)
-    layer = np.full(len(turn), "history", dtype=object)
-    layer[in_current] = "current"
-    attachment = kind == "attachment"
-    layer[attachment & ~in_current] = "carried"
-    layer[(msg == prompt_msg) & ~attachment] = "prompt"
-    layer[(role == "system") & (kind != "summary") & (kind != "marker")] = "system"
+    code = np.full(len(turn), _CODE["history"], dtype=np.int8)
+    code[in_current] = _CODE["current"]
+    attachment = kind("attachment")
+    code[attachment & ~in_current] = _CODE["carried"]
+    code[(msg == prompt_msg) & ~attachment] = _CODE["prompt"]
+    code[equals(parts, "role", "system") & ~kind("summary") & ~kind("marker")] = _CODE["system"]
     if "content" in parts:
         rows = np.flatnonzero(user_text)
         if len(rows):
-            layer[rows[injected_context(labels(parts, "content")[rows])]] = "system"
-    layer[kind == "tool_schema"] = "tools"
-    return layer
+            code[rows[injected_context(labels(parts, "content")[rows])]] = _CODE["system"]
+    code[kind("tool_schema")] = _CODE["tools"]
+    return _NAMES[code]
+
+
+_CODE = {name: i for i, name in enumerate(LAYERS)}
+_NAMES = np.array(LAYERS, dtype=object)
 
 
 def injected_context(texts: np.ndarray) -> np.ndarray:

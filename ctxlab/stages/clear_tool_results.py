@@ -19,8 +19,17 @@ import numpy as np
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import (Edit, NewPart, Stage, View, ints, is_na, labels, optional_text,
-                               part_rows)
+from ctxlab.stages.base import (
+    Edit,
+    NewPart,
+    Stage,
+    View,
+    equals,
+    ints,
+    is_na,
+    optional_text,
+    part_rows,
+)
 
 PLACEHOLDER = "[tool result cleared]"
 
@@ -66,7 +75,7 @@ class ClearToolResults(Stage):
 
     def plan(self, view: View) -> Edit | None:
         p = view
-        results = np.flatnonzero(labels(p, "kind") == "tool_result")
+        results = np.flatnonzero(equals(p, "kind", "tool_result"))
         if len(results) <= self.keep:
             return None
         older = results[:len(results) - self.keep]

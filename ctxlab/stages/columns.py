@@ -4,13 +4,15 @@ Planners run at every compaction of a replay, so they work on arrays of the requ
 columns, not row by row. Each helper takes a view (`ctxlab.stages.base.View`: its
 `Table` is read, no DataFrame is built), a `Table` or a part DataFrame: `strings`,
 `labels`, `equals`, `is_na`, `ints`, `floats` and `one_of` give column arrays and
-masks, `part_rows` converts only the rows an edit needs, and `message_groups` groups
-rows by message (no ``groupby`` with Python callbacks). `ctxlab.stages.base` re-exports
-them all.
+masks (`codes` and `hashed`: per-row integers a table keeps with its rows, so `equals`
+on ``role`` and ``kind`` compares small integers), `part_rows` converts only the rows
+an edit needs, and `message_groups` groups rows by message (no ``groupby`` with Python
+callbacks). `ctxlab.stages.base` re-exports them all.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import namedtuple
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Union
@@ -64,12 +66,57 @@ def equals(parts: Rows, column: str, value: str) -> np.ndarray:
     """Boolean array: where a text column equals ``value`` (NA never does)."""
     t = table_of(parts)
     if t is not None:
+        if column in _CODES:
+            return codes(t, column) == _code(column, value)
         return np.asarray(t.col(column) == value, dtype=bool)
     values = parts[column].array
     if isinstance(values, pd.arrays.ArrowExtensionArray):
         return pc.fill_null(pc.equal(values.__arrow_array__(), value), False).to_numpy(
             zero_copy_only=False)
     return strings(parts, column) == value
+
+
+LABEL_COLUMNS = ("role", "kind")
+"""The columns `codes` encodes: a handful of distinct values each."""
+
+_CODES: dict[str, dict[Any, int]] = {c: {None: -1} for c in LABEL_COLUMNS}
+_CODES_LOCK = threading.Lock()   # a Dask worker runs tasks in threads
+
+
+def _code(column: str, value: Any) -> int:
+    """The code of one value of a `LABEL_COLUMNS` column (new values get the next one)."""
+    code = _CODES[column].get(value)
+    if code is None:
+        with _CODES_LOCK:
+            code = _CODES[column].setdefault(value, len(_CODES[column]) - 1)
+    return code
+
+
+def codes(parts: Table, column: str) -> np.ndarray:
+    """A ``role`` or ``kind`` column as int32 codes (NA: -1), the same value the same code
+    in every table of the process; kept with the table's rows (`Table.derived`).
+
+    Example:
+        >>> t = Table.from_frame(pd.DataFrame({"kind": ["text", "tool_call", "text"]}))
+        >>> c = codes(t, "kind")
+        >>> bool(c[0] == c[2]), bool(c[0] == c[1]), equals(t, "kind", "text").tolist()
+        (True, False, [True, False, True])
+    """
+    def encode(tb: Table) -> np.ndarray:
+        values = tb.col(column)
+        return np.fromiter((_code(column, v) for v in values), dtype=np.int32,
+                           count=len(values))
+    return parts.derived(f"codes:{column}", (column,), encode)
+
+
+def hashed(parts: Table, column: str) -> np.ndarray:
+    """A text column as int64 hashes (NA: -1, a value no string hashes to); equal
+    texts, equal hashes (within a process). Kept with the table's rows (`Table.derived`)."""
+    def encode(tb: Table) -> np.ndarray:
+        values = tb.col(column)
+        return np.fromiter((-1 if v is None else hash(v) for v in values), dtype=np.int64,
+                           count=len(values))
+    return parts.derived(f"hash:{column}", (column,), encode)
 
 
 def is_na(parts: Rows, column: str) -> np.ndarray:

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 
-from ctxlab.stages.base import Rows, View, ints, labels, strings, table_of
+from ctxlab.stages.base import Rows, View, equals, ints, labels, strings, table_of
+from ctxlab.stages.columns import hashed
+from ctxlab.stages.table import Table
 
 Problem = Literal["orphan_result", "unanswered_call", "role_order"]
 
@@ -36,6 +37,7 @@ def check_grammar(parts: Rows) -> list[GrammarProblem]:
     """Every grammar problem of one request (parts in position order).
 
     Example:
+        >>> import pandas as pd
         >>> parts = pd.DataFrame({"part": [0, 1, 2], "msg": [0, 1, 2],
         ...     "role": ["user", "assistant", "user"], "kind": ["text", "tool_call", "tool_result"],
         ...     "tool_call_id": [None, "a", "b"]})
@@ -88,37 +90,39 @@ def _find_problem_rows(parts: Rows) -> tuple[np.ndarray, np.ndarray,
     A result answers a call when a call with its id comes before it in the request; a
     call is answered when some result answers its id.
     """
-    kind = labels(parts, "kind")
-    ids = strings(parts, "tool_call_id") if table_of(parts) is not None \
-        else parts["tool_call_id"].array
-    codes, uniques = pd.factorize(ids)   # NA: -1
-    linked = codes >= 0
-    call_rows = np.flatnonzero(linked & (kind == "tool_call"))
-    result_rows = np.flatnonzero(linked & (kind == "tool_result"))
-    first_call = np.full(len(uniques), len(kind), dtype=np.int64)
-    called, at = np.unique(codes[call_rows], return_index=True)
-    first_call[called] = call_rows[at]
-    ok = first_call[codes[result_rows]] < result_rows
-    answered = np.zeros(len(uniques), dtype=bool)
-    answered[codes[result_rows[ok]]] = True
-    unanswered = call_rows[~answered[codes[call_rows]]]
-    return result_rows[~ok], unanswered, _role_order(parts, kind)
+    t = table_of(parts)
+    if t is None:
+        t = Table.from_frame(parts.reset_index(drop=True))
+    ids = hashed(t, "tool_call_id")      # NA: -1
+    linked = ids != -1
+    call_rows = np.flatnonzero(linked & equals(t, "kind", "tool_call"))
+    result_rows = np.flatnonzero(linked & equals(t, "kind", "tool_result"))
+    called, at = np.unique(ids[call_rows], return_index=True)   # sorted ids
+    first_call = call_rows[at]
+    j = np.minimum(np.searchsorted(called, ids[result_rows]), max(len(called) - 1, 0))
+    has_call = called[j] == ids[result_rows] if len(called) else \
+        np.zeros(len(result_rows), dtype=bool)
+    ok = has_call & (first_call[j] < result_rows) if len(called) else has_call
+    answered = np.zeros(len(called), dtype=bool)
+    answered[j[ok]] = True
+    unanswered = call_rows[~answered[np.searchsorted(called, ids[call_rows])]]
+    return result_rows[~ok], unanswered, _role_order(t)
 
 
-def _role_order(parts: Rows, kind: np.ndarray) -> list[tuple[int, Problem, str]]:
+def _role_order(parts: Table) -> list[tuple[int, Problem, str]]:
     """The conversation's first non-system message (messages in order of first
     appearance) must be a user message, and not one of tool results only."""
     msg = ints(parts, "msg")
     _, first = np.unique(msg, return_index=True)
     first.sort()
-    role = labels(parts, "role")
-    opening = first[role[first] != "system"]
+    opening = first[~equals(parts, "role", "system")[first]]
     if not len(opening):
         return []
     row = int(opening[0])
+    role = labels(parts, "role")[row]
     out: list[tuple[int, Problem, str]] = []
-    if role[row] != "user":
-        out.append((row, "role_order", f"conversation opens with {role[row]}"))
-    if bool((kind[msg == msg[row]] == "tool_result").all()):
+    if role != "user":
+        out.append((row, "role_order", f"conversation opens with {role}"))
+    if bool(equals(parts, "kind", "tool_result")[msg == msg[row]].all()):
         out.append((row, "role_order", "tool results before any call"))
     return out

@@ -21,7 +21,7 @@ import numpy as np
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, Stage, View, ints, labels, one_of, strings
+from ctxlab.stages.base import Edit, Stage, View, equals, ints, labels, one_of, strings
 
 Scope = Literal["all", "history"]
 
@@ -70,7 +70,7 @@ class KeepLast(Stage):
             return None
         kind = labels(p, "kind")
         if self.scope == "all":
-            window = (labels(p, "role") != "system") & (kind != "tool_schema")
+            window = ~equals(p, "role", "system") & ~equals(p, "kind", "tool_schema")
         else:
             window = labels(p, "layer") == "history"
         msg = ints(p, "msg")

@@ -36,7 +36,7 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import strings, Edit, Stage, View, ints, labels, one_of
+from ctxlab.stages.base import Edit, Stage, View, equals, ints, labels, one_of, strings
 
 KEPT_KINDS = frozenset({"summary", "marker"})
 
@@ -138,7 +138,7 @@ class Monologue(Stage):
         if not len(p):
             return None
         role, kind = labels(p, "role"), labels(p, "kind")
-        convo = np.flatnonzero(role != "system")
+        convo = np.flatnonzero(~equals(p, "role", "system"))
         turn = ints(p, "turn")[convo]
         segments = np.unique(turn[turn >= 1])
         older = segments[:len(segments) - self.preserved]

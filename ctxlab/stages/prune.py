@@ -13,8 +13,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from ctxlab.stages import register
-from ctxlab.stages.base import (Edit, NewPart, Stage, View, ints, is_na, labels, one_of,
-                               optional_text, part_rows, strings)
+from ctxlab.stages.base import (
+    Edit,
+    NewPart,
+    Stage,
+    View,
+    equals,
+    ints,
+    is_na,
+    one_of,
+    optional_text,
+    part_rows,
+    strings,
+)
 
 PLACEHOLDER = "[Tool result cleared]"
 
@@ -40,7 +51,7 @@ class Prune(Stage):
 
     def plan(self, view: View) -> Edit | None:
         p = view
-        rows = np.flatnonzero((labels(p, "kind") == "tool_result") & is_na(p, "event"))
+        rows = np.flatnonzero(equals(p, "kind", "tool_result") & is_na(p, "event"))
         if not len(rows):
             return None
         tokens = ints(p, "tokens")[rows]

@@ -10,11 +10,17 @@ arrays. Taking rows copies pointers, never text. `Table.frame` gives the DataFra
 with the original dtypes, built once and only when someone asks for it.
 
 Columns are read-only: stages get the arrays themselves, not copies.
+
+A table also keeps *derived* per-row arrays (`Table.derived`): values that a row-local
+function computes from a row's own cells (UTF-8 sizes of a text, codes of a label). Takes
+and concats carry them, and a concat computes them only for the rows that lack them, so
+an always-on stage that looks at every part of every request pays only for the parts
+that are new since the last one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -65,7 +71,7 @@ class Table:
         True
     """
 
-    __slots__ = ("cols", "dtypes", "n", "_frame")
+    __slots__ = ("cols", "dtypes", "n", "_frame", "_derived")
 
     def __init__(self, cols: Mapping[str, Any], dtypes: Mapping[str, Any], n: int,
                  frame: pd.DataFrame | None = None, *, fresh: bool = False) -> None:
@@ -74,6 +80,7 @@ class Table:
         self.dtypes = dict(dtypes)
         self.n = n
         self._frame = frame
+        self._derived: dict[str, Derived] = {}
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame) -> Table:
@@ -127,18 +134,46 @@ class Table:
             return np.where(np.isnan(v), na, v).astype(np.int64)
         return pd.array(v, dtype="Int64").to_numpy(dtype=np.int64, na_value=na)
 
+    def derived(self, key: str, columns: tuple[str, ...],
+                fn: Callable[[Table], np.ndarray]) -> np.ndarray:
+        """A per-row array ``fn(self)``, computed once and kept with the rows.
+
+        ``fn`` must be row-local: a row's value depends on that row's cells of
+        ``columns`` alone (takes and concats carry the array; a concat calls ``fn`` on
+        the rows that lack it; setting one of ``columns`` drops it). Read-only.
+
+        Example:
+            >>> t = Table.from_frame(pd.DataFrame({"content": ["ab", "xyz"]}))
+            >>> size = lambda tb: np.array([len(x) for x in tb.col("content")])
+            >>> t.derived("len", ("content",), size).tolist()
+            [2, 3]
+            >>> concat(t.take([1]), t).derived("len", ("content",), size).tolist()
+            [3, 2, 3]
+        """
+        got = self._derived.get(key)
+        if got is None:
+            values = np.asarray(fn(self))
+            values.flags.writeable = False
+            got = self._derived[key] = Derived(fn, columns, values)
+        return got.values
+
     def take(self, rows: Any) -> Table:
         """The rows at some positions, in that order."""
         rows = np.asarray(rows, dtype=np.int64)
-        return Table({k: v[rows] if isinstance(v, np.ndarray) else v.take(rows)
-                      for k, v in self.cols.items()}, self.dtypes, len(rows), fresh=True)
+        out = Table({k: v[rows] if isinstance(v, np.ndarray) else v.take(rows)
+                     for k, v in self.cols.items()}, self.dtypes, len(rows), fresh=True)
+        out._derived = {k: d.taken(rows) for k, d in self._derived.items()}
+        return out
 
     def with_columns(self, **columns: tuple[Any, Any]) -> Table:
         """A table with columns set (name=(array, dtype)); new ones go last."""
         cols, dtypes = dict(self.cols), dict(self.dtypes)
         for k, (v, dtype) in columns.items():
             cols[k], dtypes[k] = v, dtype
-        return Table(cols, dtypes, self.n)
+        out = Table(cols, dtypes, self.n)
+        out._derived = {k: d for k, d in self._derived.items()
+                        if not set(d.columns) & set(columns)}
+        return out
 
     def frame(self) -> pd.DataFrame:
         """The rows as a DataFrame with the original dtypes (built once)."""
@@ -147,6 +182,21 @@ class Table:
                 {k: _series(v, self.dtypes[k]) for k, v in self.cols.items()},
                 index=pd.RangeIndex(self.n))
         return self._frame
+
+
+class Derived:
+    """One derived array of a `Table` (see `Table.derived`)."""
+
+    __slots__ = ("fn", "columns", "values")
+
+    def __init__(self, fn: Callable[[Table], np.ndarray], columns: tuple[str, ...],
+                 values: np.ndarray) -> None:
+        self.fn, self.columns, self.values = fn, columns, values
+
+    def taken(self, rows: np.ndarray) -> Derived:
+        values = self.values[rows]
+        values.flags.writeable = False
+        return Derived(self.fn, self.columns, values)
 
 
 def concat(a: Table, b: Table) -> Table:
@@ -160,7 +210,12 @@ def concat(a: Table, b: Table) -> Table:
                                                           w.astype(np.float64)])
         else:
             cols[k] = type(_as_array(v))._concat_same_type([_as_array(v), _as_array(w)])
-    return Table(cols, a.dtypes, a.n + b.n, fresh=True)
+    out = Table(cols, a.dtypes, a.n + b.n, fresh=True)
+    for k, d in a._derived.items():
+        values = np.concatenate([d.values, b.derived(k, d.columns, d.fn)])
+        values.flags.writeable = False
+        out._derived[k] = Derived(d.fn, d.columns, values)
+    return out
 
 
 def from_columns(values: Mapping[str, list[Any]], dtypes: Mapping[str, Any]) -> Table:

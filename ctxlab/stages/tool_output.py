@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import (Edit, NewPart, Stage, View, is_na, labels, optional_text, part_rows,
-                                strings)
+from ctxlab.stages.base import (Edit, NewPart, Stage, View, equals, is_na, optional_text,
+                                part_rows)
+from ctxlab.stages.table import Table
 
 MAX_TOOL_OUTPUT_BYTES = 51_200  # seed 000: 50 KB
 MAX_TOOL_OUTPUT_LINES = 2_000  # seed 000
@@ -103,29 +103,14 @@ def truncation_notice(original_bytes: int, kept_bytes: int, *, saved_path: str |
     return f"[Output truncated from {original_bytes} bytes to {kept_bytes} bytes{tail}]"
 
 
-def _sizes(content: pd.Series | np.ndarray,
-           rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """UTF-8 bytes and newlines of the texts at some rows (remembered per text: an
-    always-on stage measures the same tool results at every call)."""
-    texts = (content.to_numpy(dtype=object, na_value="") if isinstance(content, pd.Series)
-             else content)[rows].tolist()
-    seen = _SIZES
-    size = np.empty(len(texts), dtype=np.int64)
-    newlines = np.empty(len(texts), dtype=np.int64)
-    for i, t in enumerate(texts):
-        known = seen.get(t)
-        if known is None:
-            t = t or ""
-            known = (len(t) if t.isascii() else len(utf8_bytes(t)), t.count("\n"))
-            if len(seen) >= _SIZES_MAX:
-                seen.clear()
-            seen[t] = known
-        size[i], newlines[i] = known
-    return size, newlines
-
-
-_SIZES: dict[str, tuple[int, int]] = {}
-_SIZES_MAX = 65_536
+def _sizes(table: Table) -> np.ndarray:
+    """UTF-8 bytes and newlines of every text (two columns; NA: 0, 0), kept with the
+    table's rows (an always-on stage measures the same tool results at every call)."""
+    out = np.zeros((len(table), 2), dtype=np.int64)
+    for i, t in enumerate(table.col("content").tolist()):
+        if t:
+            out[i] = len(t) if t.isascii() else len(utf8_bytes(t)), t.count("\n")
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -208,11 +193,12 @@ class TruncateToolOutput(Stage):
 
     def plan(self, view: View) -> Edit | None:
         p = view
-        results = np.flatnonzero((labels(p, "kind") == "tool_result") & is_na(p, "event"))
+        results = np.flatnonzero(equals(p, "kind", "tool_result") & is_na(p, "event"))
         if not len(results):
             return None
         # only these can be cut: a text has at most one line more than it has "\n"s
-        size, newlines = _sizes(strings(p, "content"), results)
+        sizes = view.table.derived("utf8_bytes_newlines", ("content",), _sizes)[results]
+        size, newlines = sizes[:, 0], sizes[:, 1]
         oversized = results[(size > self.max_bytes) | (newlines >= self.max_lines)]
         hide: list[int] = []
         inserts: list[NewPart] = []
