@@ -35,8 +35,10 @@ Rules, with their precision limits in brackets:
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal, get_args
 
+import numpy as np
 import pandas as pd
 
 from ctxlab.errors import ConfigError
@@ -91,6 +93,11 @@ _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "r": " ", "t": " "}
 _MONTHS = {m: f"{i:02d}" for i, m in enumerate(
     ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1)}
 _COLUMNS = ("row", "kind", "value")
+_TOKENS_RE, _ERROR_RE = re.compile(_TOKENS), re.compile(_ERROR)
+_DOLLAR_RE, _INSTRUCTION_RE = re.compile(_DOLLAR), re.compile(_INSTRUCTION)
+_ERROR_WORDS = ("Error:", "Exception", "Traceback", "FAILED", "error", "fatal:", "panic:",
+                "ERROR")
+"""Every line `_ERROR` matches holds one of these."""
 
 
 def unescape(s: pd.Series) -> pd.Series:
@@ -199,11 +206,38 @@ ARTIFACT_CACHE_TEXTS = 200_000
 _CACHE: dict[tuple[str, bool], tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
+def _extractall(text: pd.Series, pattern: re.Pattern[str],
+                words: tuple[str, ...] = ()) -> tuple[np.ndarray, pd.DataFrame]:
+    """``text.str.extractall(pattern)`` as the index label of each match's text and one
+    column per group (NA where a group took no part), without building a MultiIndex;
+    with ``words``, only the texts holding one of them are searched (every match of
+    ``pattern`` must hold one). Every group of ``pattern`` matches at least one
+    character, so an empty group is one that took no part."""
+    labels = text.index.to_numpy()
+    rows: list[Any] = []
+    found: list[Any] = []
+    single = pattern.groups == 1
+    for label, t in zip(labels.tolist(), text.tolist()):
+        if words and not any(w in t for w in words):
+            continue
+        hits = pattern.findall(t)
+        if hits:
+            rows.extend([label] * len(hits))
+            if single:
+                found.extend((h,) for h in hits)
+            else:
+                found.extend(hits)
+    names = sorted(pattern.groupindex, key=pattern.groupindex.__getitem__)
+    cols = zip(*found) if found else [()] * len(names)
+    m = pd.DataFrame({n: pd.array([v or None for v in c], dtype=text.dtype)
+                      for n, c in zip(names, cols)})
+    return np.asarray(rows, dtype=labels.dtype), m
+
+
 def _tokens(text: pd.Series) -> pd.DataFrame:
-    m = text.str.extractall(_TOKENS)
+    row, m = _extractall(text, _TOKENS_RE)
     if m.empty:
         return _frame([], "path", pd.Series([]))
-    row = m.index.get_level_values(0)
     out = [_frame(row, "path", m["path"]), _frame(row, "identifier", m["ident"])]
     iso = m["iso"].fillna("")
     for d, mo, y in (("d1", "m1", "y1"), ("d2", "m2", "y2")):
@@ -225,14 +259,14 @@ def _tokens(text: pd.Series) -> pd.DataFrame:
 
 
 def _errors(text: pd.Series) -> pd.DataFrame:
-    m = text.str.extractall(_ERROR)
+    row, m = _extractall(text, _ERROR_RE, _ERROR_WORDS)
     if m.empty:
         return _frame([], "error", pd.Series([]))
     line = m["error"].str.strip().str.replace(r"^E\s+", "", regex=True)
     line = line.str.replace(r"\s*\[\s*\d+%\]$", "", regex=True)
     line = line.str.replace(r"\s+", " ", regex=True).str[:300]
     line = line.where(~line.str.match(_CODE_LINE))
-    return _frame(m.index.get_level_values(0), "error", line).dropna(subset=["value"])
+    return _frame(row, "error", line).dropna(subset=["value"])
 
 
 def _commands(tool_raw: pd.Series, text: pd.Series) -> pd.DataFrame:
@@ -245,20 +279,20 @@ def _commands(tool_raw: pd.Series, text: pd.Series) -> pd.DataFrame:
         joined = joined.str.replace(r"^(?:ba|z)?sh -l?c ", "", regex=True)
         for s in (single, joined):
             frames.append(_frame(s.index, "command", s.str.strip()))
-    d = text.str.extractall(_DOLLAR)
+    row, d = _extractall(text, _DOLLAR_RE, ("$ ",))
     if len(d):
-        frames.append(_frame(d.index.get_level_values(0), "command", d["cmd"].str.strip()))
+        frames.append(_frame(row, "command", d["cmd"].str.strip()))
     return pd.concat(frames, ignore_index=True) if frames else \
         _frame([], "command", pd.Series([]))
 
 
 def _instructions(text: pd.Series) -> pd.DataFrame:
-    m = text.str.extractall(_INSTRUCTION) if len(text) else pd.DataFrame()
+    row, m = _extractall(text, _INSTRUCTION_RE)
     if m.empty:
         return _frame([], "instruction", pd.Series([]))
     s = m["ins"].str.replace(r"^[\s\-*>\"'“”‘’`•]+|[\s\"'“”‘’`.!?…]+$", "", regex=True)
     s = s.str.replace(r"\s+", " ", regex=True).str[:300]
-    return _frame(m.index.get_level_values(0), "instruction", s)
+    return _frame(row, "instruction", s)
 
 
 def instruction_rows(f: pd.DataFrame) -> pd.Series:
