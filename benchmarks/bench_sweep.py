@@ -4,12 +4,15 @@ Dask engine with 2 workers.
 Generated Claude Code sessions of 2,000 messages each (`ctxlab.datasets.generate_session`,
 as in ``bench_replay.py``, one seed per session), written to a temporary folder and also
 converted to a corpus dataset (`ctxlab.loaders.corpus_store.write_corpus`); a grid of the
-``neurolink`` preset at several thresholds, replayed over every session by
+non-LLM presets (``probe``, ``ai-agent``, ``neuron``, ``observation-masking``: no stage
+that would call a model) at several thresholds, replayed over every session by
 `ctxlab.sweep.sweep` (each replay with its recall and retention metrics). Prints, per
 engine and worker count, the wall time, replays per minute, and the speed-up over the
-local engine with 1 worker; checks that every run gave the same results; and the replay
+local engine with 1 worker; checks that every run gave the same results; the replay
 seconds summed over workers against the wall time (the concurrency reached: on a machine
-busy with other work, the speed-up stays low even though the workers run at once).
+busy with other work, the speed-up stays low even though the workers run at once); and,
+per preset, the seconds of one replay with its metrics in the 1-worker run and the
+replays per minute two cores would give at that speed.
 
 Each Dask run gets a fresh ``LocalCluster`` of 2 processes (`ctxlab.sweep_dask.local_cluster`;
 workers keep module caches from one sweep to the next), started before the run is timed
@@ -19,7 +22,8 @@ partitions of their sessions. The local pool's start-up (spawned processes impor
 ctxlab) is counted in its time.
 
     .venv/bin/python benchmarks/bench_sweep.py [--sessions 4] [--messages 2000]
-        [--thresholds 0.6 0.7 0.8] [--workers 1 2] [--dask-workers 2]
+        [--presets probe ai-agent ...] [--thresholds 0.8 0.9 1.0] [--workers 1 2]
+        [--dask-workers 2]
 """
 
 from __future__ import annotations
@@ -35,6 +39,9 @@ import pandas as pd
 from ctxlab import datasets
 from ctxlab.loaders.corpus_store import write_corpus
 from ctxlab.sweep import equal_results, sweep
+
+
+NON_LLM = ["probe", "ai-agent", "neuron", "observation-masking"]
 
 
 def write_sessions(n: int, messages: int, folder: Path) -> None:
@@ -53,12 +60,12 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sessions", type=int, default=4)
     ap.add_argument("--messages", type=int, default=2_000)
-    ap.add_argument("--thresholds", type=float, nargs="+", default=[0.6, 0.7, 0.8])
+    ap.add_argument("--thresholds", type=float, nargs="+", default=[0.8, 0.9, 1.0])
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--dask-workers", type=int, default=2, help="0: no Dask runs")
-    ap.add_argument("--preset", default="neurolink")
+    ap.add_argument("--presets", nargs="+", default=NON_LLM)
     args = ap.parse_args()
-    grid = {"preset": [args.preset], "threshold": args.thresholds}
+    grid = {"preset": args.presets, "threshold": args.thresholds}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "logs"
         folder.mkdir()
@@ -89,7 +96,8 @@ def main() -> int:
         for name, df, dt in runs:
             per_min = len(df) / dt * 60
             print(f"{name}: {len(df)} replays ({args.sessions} sessions x "
-                  f"{len(args.thresholds)} thresholds, {int(df['calls'].iloc[0]):,} calls "
+                  f"{len(args.presets)} presets x {len(args.thresholds)} thresholds, "
+                  f"{int(df['calls'].iloc[0]):,} calls "
                   f"each) in {dt:6.1f} s = {per_min:6.1f} replays/minute, speed-up "
                   f"{per_min / base:4.2f}x, same results as the first: "
                   f"{equal_results(first, df)}")
@@ -97,6 +105,10 @@ def main() -> int:
             # machine shows a low speed-up with concurrency near the worker count)
             print(f"    replay seconds summed {df['seconds'].sum():.1f} s, "
                   f"concurrency {df['seconds'].sum() / dt:.2f}")
+        per = runs[0][1].groupby("preset", sort=False)["seconds"].mean()
+        for preset, sec in per.items():
+            print(f"  {preset:20s} {sec:6.3f} s per replay with metrics (1 worker) -> "
+                  f"{2 * 60 / sec:7.1f} replays/minute on 2 cores at that speed")
     return 0
 
 

@@ -36,6 +36,7 @@ Rules, with their precision limits in brackets:
 from __future__ import annotations
 
 import re
+import threading
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -161,49 +162,82 @@ def artifacts_cached(texts: pd.Series, *, user: pd.Series | None = None) -> pd.D
         >>> from pandas.testing import assert_frame_equal
         >>> assert_frame_equal(artifacts_cached(s), artifacts(s), check_dtype=False)
     """
+    rows, ids = artifact_ids(texts, user=user)
+    return pd.DataFrame({"row": pd.Series(rows.tolist(), dtype=object),
+                         "kind": pd.Series(artifact_kinds(ids), dtype="str"),
+                         "value": pd.Series(artifact_values(ids), dtype=object)})
+
+
+def artifact_ids(texts: pd.Series, *, user: pd.Series | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """`artifacts_cached` as two arrays: the row (position in ``texts``) of every
+    artifact and its id, one integer per distinct (kind, value) in this process
+    (`artifact_kinds`, `artifact_values`)."""
     if user is not None and len(user) != len(texts):
         raise ConfigError(f"user has {len(user)} values for {len(texts)} texts")
     values = texts.astype(object).where(texts.notna(), "").tolist()
     flags = [True] * len(values) if user is None else user.to_numpy(dtype=bool).tolist()
     keys = list(zip(values, flags))
-    new = list(dict.fromkeys(k for k in keys if k not in _CACHE))
-    if new:
-        found = artifacts(pd.Series([k[0] for k in new], dtype=object),
-                          user=pd.Series([k[1] for k in new], dtype=bool))
-        rows = found["row"].to_numpy().tolist()
-        kinds, vals = found["kind"].tolist(), found["value"].tolist()
-        per: dict[int, tuple[list[str], list[str]]] = {}
-        for r, k, v in zip(rows, kinds, vals):
-            entry = per.setdefault(r, ([], []))
-            entry[0].append(k)
-            entry[1].append(v)
-        for i, key in enumerate(new):
-            k, v = per.get(i, ((), ()))
-            _CACHE[key] = (tuple(k), tuple(v))
-        while len(_CACHE) > ARTIFACT_CACHE_TEXTS:
-            del _CACHE[next(iter(_CACHE))]
-    out_rows: list[int] = []
-    out_kinds: list[str] = []
-    out_values: list[str] = []
-    for i, key in enumerate(keys):
-        k, v = _CACHE[key] if key in _CACHE else _uncached(key)
-        if k:
-            out_rows.extend([i] * len(k))
-            out_kinds.extend(k)
-            out_values.extend(v)
-    return pd.DataFrame({"row": pd.Series(out_rows, dtype=object),
-                         "kind": pd.Series(out_kinds, dtype="str"),
-                         "value": pd.Series(out_values, dtype=object)})
+    with _LOCK:        # ids stay valid for the whole call (a Dask worker runs threads)
+        if len(_KIND_OF) > ARTIFACT_IDS_MAX:
+            _CACHE.clear()
+            _ID_OF.clear()
+            _KIND_OF.clear()
+            _VALUE_OF.clear()
+        new = list(dict.fromkeys(k for k in keys if k not in _CACHE))
+        if new:
+            found = artifacts(pd.Series([k[0] for k in new], dtype=object),
+                              user=pd.Series([k[1] for k in new], dtype=bool))
+            rows = found["row"].to_numpy(dtype=np.int64)
+            ids = _ids(found["kind"].tolist(), found["value"].tolist())
+            cut = np.searchsorted(rows, np.arange(len(new) + 1))
+            for i, key in enumerate(new):
+                _CACHE[key] = ids[cut[i]:cut[i + 1]]
+            while len(_CACHE) > ARTIFACT_CACHE_TEXTS:
+                del _CACHE[next(iter(_CACHE))]
+        per = [_CACHE[key] if key in _CACHE else _uncached(key) for key in keys]
+    lengths = np.fromiter((len(a) for a in per), dtype=np.int64, count=len(per))
+    rows = np.repeat(np.arange(len(per), dtype=np.int64), lengths)
+    ids = np.concatenate(per) if per else np.zeros(0, dtype=np.int64)
+    return rows, ids
 
 
-def _uncached(key: tuple[str, bool]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def artifact_kinds(ids: np.ndarray) -> np.ndarray:
+    """The kind of every artifact id (`artifact_ids`)."""
+    return np.asarray(_KIND_OF, dtype=object)[ids] if len(ids) else np.zeros(0, dtype=object)
+
+
+def artifact_values(ids: np.ndarray) -> np.ndarray:
+    """The value of every artifact id (`artifact_ids`)."""
+    return np.asarray(_VALUE_OF, dtype=object)[ids] if len(ids) else np.zeros(0, dtype=object)
+
+
+def _ids(kinds: list[str], values: list[str]) -> np.ndarray:
+    out = np.empty(len(kinds), dtype=np.int64)
+    for i, kv in enumerate(zip(kinds, values)):
+        got = _ID_OF.get(kv)
+        if got is None:
+            got = _ID_OF[kv] = len(_KIND_OF)
+            _KIND_OF.append(kv[0])
+            _VALUE_OF.append(kv[1])
+        out[i] = got
+    return out
+
+
+def _uncached(key: tuple[str, bool]) -> np.ndarray:
     """Artifacts of one text the bounded cache already let go (a batch over the bound)."""
     found = artifacts(pd.Series([key[0]], dtype=object), user=pd.Series([key[1]]))
-    return tuple(found["kind"].tolist()), tuple(found["value"].tolist())
+    return _ids(found["kind"].tolist(), found["value"].tolist())
 
 
 ARTIFACT_CACHE_TEXTS = 200_000
-_CACHE: dict[tuple[str, bool], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+ARTIFACT_IDS_MAX = 5_000_000
+"""Distinct artifacts remembered; past it, the cache starts again."""
+_CACHE: dict[tuple[str, bool], np.ndarray] = {}
+_ID_OF: dict[tuple[str, str], int] = {}
+_KIND_OF: list[str] = []
+_VALUE_OF: list[str] = []
+_LOCK = threading.Lock()
 
 
 def _extractall(text: pd.Series, pattern: re.Pattern[str],

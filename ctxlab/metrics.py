@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ctxlab.artifacts import (ARTIFACT_KINDS, artifacts, artifacts_cached,  # noqa: F401
-                              instruction_rows)
+from ctxlab.artifacts import (ARTIFACT_KINDS, artifact_ids, artifact_kinds,  # noqa: F401
+                              artifact_values, artifacts, artifacts_cached, instruction_rows)
 from ctxlab.errors import ConfigError
 from ctxlab.schema import Transcript
 from ctxlab.visibility import part_spans
@@ -41,11 +41,15 @@ def part_artifacts(t: Transcript) -> pd.DataFrame:
     if _LAST and _LAST[0] is f:          # recall and retention of one replay share it
         return _LAST[1].copy()
     texts = f["content"].reset_index(drop=True)
-    occ = artifacts_cached(texts, user=instruction_rows(f).reset_index(drop=True))
-    occ["session"] = f["session"].to_numpy(dtype=object)[occ["row"].to_numpy(dtype=np.int64)]
-    key = [f"{s}\x00{k}\x00{v}" for s, k, v in zip(occ["session"].tolist(),
-                                                    occ["kind"].tolist(), occ["value"].tolist())]
-    occ["aid"] = pd.factorize(np.asarray(key, dtype=object))[0]
+    rows, ids = artifact_ids(texts, user=instruction_rows(f).reset_index(drop=True))
+    session = f["session"].to_numpy(dtype=object)
+    codes = pd.factorize(session)[0].astype(np.int64)
+    occ = pd.DataFrame({"row": pd.Series(rows.tolist(), dtype=object),
+                        "kind": pd.Series(artifact_kinds(ids), dtype="str"),
+                        "value": pd.Series(artifact_values(ids), dtype=object),
+                        "session": session[rows]})
+    # one integer per (session, kind, value), numbered in order of first occurrence
+    occ["aid"] = pd.factorize((codes[rows] << 32) | ids)[0]
     _LAST[:] = [f, occ]
     return occ.copy()
 
