@@ -21,9 +21,24 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.schema import Kind, Role
-from ctxlab.stages.columns import (Messages, Rows, count_rows, equals, floats, ints,  # noqa: F401
-                                   is_na, labels, message_groups, one_of, optional_text,
-                                   part_rows, strings, table_of, text_lengths)
+from ctxlab.stages.columns import (  # noqa: F401
+    Messages,
+    Rows,
+    count_rows,
+    distinct,
+    equals,
+    floats,
+    ints,
+    is_na,
+    labels,
+    message_groups,
+    one_of,
+    optional_text,
+    part_rows,
+    strings,
+    table_of,
+    text_lengths,
+)
 from ctxlab.stages.table import Table
 from ctxlab.tokens.base import Estimator
 
@@ -111,7 +126,7 @@ class View:
                 m = 0
             else:
                 msg = t.col("msg")
-                m = len(np.unique(msg[~t.isna("msg")] if msg.dtype.kind != "i" else msg))
+                m = len(distinct(msg[~t.isna("msg")] if msg.dtype.kind != "i" else msg))
             self._memo["messages"] = m
         return m
 

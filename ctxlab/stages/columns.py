@@ -169,6 +169,18 @@ def one_of(values: np.ndarray, options: Any) -> np.ndarray:
     return np.fromiter((v in allowed for v in values), dtype=bool, count=len(values))
 
 
+def distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of a numeric array, sorted (`numpy.unique`, by sorting: for
+    integers NumPy 2 otherwise hashes, which is several times slower on short arrays).
+
+    Example:
+        >>> distinct(np.array([3, 1, 3, 2])).tolist()
+        [1, 2, 3]
+    """
+    s = np.sort(values)
+    return s[np.concatenate(([True], s[1:] != s[:-1]))] if len(s) else s
+
+
 def optional_text(value: Any) -> str | None:
     """A column value as text, or None when it is NA."""
     return value if isinstance(value, str) else None

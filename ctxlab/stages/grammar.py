@@ -113,12 +113,17 @@ def _role_order(parts: Table) -> list[tuple[int, Problem, str]]:
     """The conversation's first non-system message (messages in order of first
     appearance) must be a user message, and not one of tool results only."""
     msg = ints(parts, "msg")
-    _, first = np.unique(msg, return_index=True)
-    first.sort()
-    opening = first[~equals(parts, "role", "system")[first]]
-    if not len(opening):
-        return []
-    row = int(opening[0])
+    shown = np.flatnonzero(~equals(parts, "role", "system"))
+    # the first non-system row that opens its message (usually the very first one)
+    row = next((int(r) for r in shown[:64] if not (msg[:r] == msg[r]).any()), None)
+    if row is None:
+        if len(shown) <= 64:
+            return []
+        _, first = np.unique(msg, return_index=True)
+        opening = np.sort(first)[~equals(parts, "role", "system")[np.sort(first)]]
+        if not len(opening):
+            return []
+        row = int(opening[0])
     role = labels(parts, "role")[row]
     out: list[tuple[int, Problem, str]] = []
     if role != "user":

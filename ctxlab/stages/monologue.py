@@ -36,7 +36,7 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, Stage, View, equals, ints, labels, one_of, strings
+from ctxlab.stages.base import Edit, Stage, View, distinct, equals, ints, labels, one_of, strings
 
 KEPT_KINDS = frozenset({"summary", "marker"})
 
@@ -140,7 +140,7 @@ class Monologue(Stage):
         role, kind = labels(p, "role"), labels(p, "kind")
         convo = np.flatnonzero(~equals(p, "role", "system"))
         turn = ints(p, "turn")[convo]
-        segments = np.unique(turn[turn >= 1])
+        segments = distinct(turn[turn >= 1])
         older = segments[:len(segments) - self.preserved]
         if not len(older):
             return None
@@ -167,14 +167,14 @@ class Monologue(Stage):
         hidden = np.zeros(len(p), dtype=bool)
         hidden[hidden_rows] = True
         msgs_before = view.messages
-        msgs_after = len(np.unique(msg[~hidden]))
+        msgs_after = len(distinct(msg[~hidden]))
         return Edit(
             stage=self.name, hide=tuple(hide),
             reason=f"removed the monologue of {len(older)} older segment(s) ({len(hide)} "
                    f"parts); kept user messages, final answers and the last "
                    f"{self.preserved} segment(s) whole",
             details={"segments": len(segments), "compacted_segments": len(older),
-                     "final_answers": len(np.unique(seg[final])),
+                     "final_answers": len(distinct(seg[final])),
                      "parts_removed": len(hide), "messages_removed": msgs_before - msgs_after,
                      "tokens_saved": int(ints(p, "tokens")[hidden].sum()),
                      "orphaned_results": orphaned})

@@ -14,6 +14,7 @@ place this stage ever writes — and the notice gives its path.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -151,6 +152,14 @@ def truncate_text(text: str, *, max_bytes: int = MAX_TOOL_OUTPUT_BYTES,
                      original_lines=len(lines), kept_lines=len(_LINE.findall(kept)))
 
 
+@functools.lru_cache(maxsize=4096)
+def _truncated(text: str, max_bytes: int, max_lines: int, direction: Literal["head", "tail"]
+               ) -> Truncated:
+    """`truncate_text`, remembered: an always-on stage meets an oversized result whose
+    cut would not save tokens again at every call."""
+    return truncate_text(text, max_bytes=max_bytes, max_lines=max_lines, direction=direction)
+
+
 @register
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TruncateToolOutput(Stage):
@@ -205,8 +214,7 @@ class TruncateToolOutput(Stage):
         saved = skipped = 0
         cuts = []
         for r in part_rows(p, oversized, REPLACED_COLUMNS + ("content", "tokens")):
-            cut = truncate_text(r.content, max_bytes=self.max_bytes, max_lines=self.max_lines,
-                                direction=self.direction)
+            cut = _truncated(r.content, self.max_bytes, self.max_lines, self.direction)
             if not cut.truncated:
                 continue
             path = self._save(view.session, int(r.part), r.content) if self.save_dir else None
