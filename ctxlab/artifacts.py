@@ -184,6 +184,7 @@ def artifact_ids(texts: pd.Series, *, user: pd.Series | None = None
             _ID_OF.clear()
             _KIND_OF.clear()
             _VALUE_OF.clear()
+            _ARRAYS.clear()
         new = list(dict.fromkeys(k for k in keys if k not in _CACHE))
         if new:
             found = artifacts(pd.Series([k[0] for k in new], dtype=object),
@@ -204,12 +205,20 @@ def artifact_ids(texts: pd.Series, *, user: pd.Series | None = None
 
 def artifact_kinds(ids: np.ndarray) -> np.ndarray:
     """The kind of every artifact id (`artifact_ids`)."""
-    return np.asarray(_KIND_OF, dtype=object)[ids] if len(ids) else np.zeros(0, dtype=object)
+    return _lookup(_KIND_OF, ids)
 
 
 def artifact_values(ids: np.ndarray) -> np.ndarray:
     """The value of every artifact id (`artifact_ids`)."""
-    return np.asarray(_VALUE_OF, dtype=object)[ids] if len(ids) else np.zeros(0, dtype=object)
+    return _lookup(_VALUE_OF, ids)
+
+
+def _lookup(table: list[str], ids: np.ndarray) -> np.ndarray:
+    with _LOCK:
+        arr = _ARRAYS.get(id(table))
+        if arr is None or len(arr) != len(table):   # the table only grows (or restarts)
+            arr = _ARRAYS[id(table)] = np.asarray(table, dtype=object)
+    return arr[np.asarray(ids, dtype=np.int64)]
 
 
 def _ids(kinds: list[str], values: list[str]) -> np.ndarray:
@@ -238,6 +247,7 @@ _ID_OF: dict[tuple[str, str], int] = {}
 _KIND_OF: list[str] = []
 _VALUE_OF: list[str] = []
 _LOCK = threading.Lock()
+_ARRAYS: dict[int, np.ndarray] = {}     # _KIND_OF / _VALUE_OF as arrays, by id
 
 
 def _extractall(text: pd.Series, pattern: re.Pattern[str],

@@ -37,25 +37,35 @@ def part_artifacts(t: Transcript) -> pd.DataFrame:
 
     Adds ``session`` and ``aid`` (one integer per distinct session, kind and value).
     """
+    occ = _occurrences(t)
+    return pd.DataFrame({"row": pd.Series(occ["row"].tolist(), dtype=object),
+                         "kind": pd.Series(occ["kind"].to_numpy(), dtype="str"),
+                         "value": occ["value"], "session": occ["session"],
+                         "aid": occ["aid"]})
+
+
+def _occurrences(t: Transcript) -> pd.DataFrame:
+    """`part_artifacts` with plain columns (``row`` int64; text as objects), remembered
+    for the last frame (a frame is never changed in place): do not modify."""
     f = t.frame
     if _LAST and _LAST[0] is f:          # recall and retention of one replay share it
-        return _LAST[1].copy()
+        return _LAST[1]
     texts = f["content"].reset_index(drop=True)
     rows, ids = artifact_ids(texts, user=instruction_rows(f).reset_index(drop=True))
     session = f["session"].to_numpy(dtype=object)
     codes = pd.factorize(session)[0].astype(np.int64)
-    occ = pd.DataFrame({"row": pd.Series(rows.tolist(), dtype=object),
-                        "kind": pd.Series(artifact_kinds(ids), dtype="str"),
+    occ = pd.DataFrame({"row": rows,
+                        "kind": pd.Series(artifact_kinds(ids), dtype=object),
                         "value": pd.Series(artifact_values(ids), dtype=object),
-                        "session": session[rows]})
-    # one integer per (session, kind, value), numbered in order of first occurrence
-    occ["aid"] = pd.factorize((codes[rows] << 32) | ids)[0]
+                        "session": pd.Series(session[rows], dtype=object),
+                        # one integer per (session, kind, value), in order of first occurrence
+                        "aid": pd.factorize((codes[rows] << 32) | ids)[0]})
     _LAST[:] = [f, occ]
-    return occ.copy()
+    return occ
 
 
 _LAST: list[Any] = []
-"""The last frame `part_artifacts` read and its result (a frame is never changed in place)."""
+"""The last frame `_occurrences` read and its result (a frame is never changed in place)."""
 
 
 def _base_spans(f: pd.DataFrame, ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
@@ -83,14 +93,21 @@ def _stabbed(q_key: np.ndarray, q: np.ndarray, key: np.ndarray, lo: np.ndarray,
     ok = lo < hi
     if not len(q) or not ok.any():
         return out
-    right = pd.DataFrame({"key": key[ok].astype(np.int64), "lo": lo[ok].astype(float),
-                          "hi": hi[ok].astype(float)}).sort_values("lo", kind="stable")
-    right["hi"] = right.groupby("key")["hi"].cummax()
-    left = pd.DataFrame({"key": q_key.astype(np.int64), "q": q.astype(float),
-                         "i": np.arange(len(q))}).sort_values("q", kind="stable")
-    m = pd.merge_asof(left, right, left_on="q", right_on="lo", by="key",
-                      allow_exact_matches=False, direction="backward")
-    out[m["i"].to_numpy()] = (m["hi"] >= m["q"]).to_numpy(dtype=bool, na_value=False)
+    key, lo, hi = key[ok].astype(np.int64), lo[ok].astype(float), hi[ok].astype(float)
+    # one integer scale for every bound and query, then (key, value) as one integer
+    _, rank = np.unique(np.concatenate([lo, hi, q.astype(float)]), return_inverse=True)
+    n, m = len(lo), int(rank.max()) + 1
+    lo_r, hi_r, q_r = rank[:n], rank[n:2 * n], rank[2 * n:]
+    order = np.lexsort((lo_r, key))
+    k_s = key[order]
+    # the largest hi so far within each key (keys ascending: earlier keys stay below)
+    best = np.maximum.accumulate(k_s * m + hi_r[order]) - k_s * m
+    # the intervals of a query's key with lo < q come just before (key, q) in that order
+    at = np.searchsorted(k_s * m + lo_r[order], q_key.astype(np.int64) * m + q_r,
+                         side="left") - 1
+    hit = at >= 0
+    hit[hit] = k_s[at[hit]] == q_key[hit]
+    out[hit] = best[at[hit]] >= q_r[hit]
     return out
 
 
@@ -128,12 +145,23 @@ def needed_facts_df(t: Transcript, *, kinds: Iterable[str] | None = None) -> pd.
     Returns:
         ``session``, ``call``, ``kind``, ``value``, ``missing``.
     """
-    chosen = _kinds(kinds)
     cols = {"session": "string", "call": "int64", "kind": "string", "value": "object",
             "missing": "bool"}
+    out = _needed(t, _kinds(kinds))
+    if out.empty:
+        return pd.DataFrame({c: pd.Series(dtype=d) for c, d in cols.items()})
+    order = out["kind"].map({k: i for i, k in enumerate(ARTIFACT_KINDS)})
+    out = out.assign(_o=order).sort_values(["session", "call", "_o", "value"], kind="stable")
+    return out[list(cols)].astype(cols).reset_index(drop=True)
+
+
+def _needed(t: Transcript, chosen: tuple[str, ...]) -> pd.DataFrame:
+    """The needed artifacts of every call (``session``, ``kind``, ``value``, ``aid``,
+    ``call``, ``input_end_pos``, ``missing``), unordered: `needed_facts_df`'s rows."""
     f = t.frame
-    occ = part_artifacts(t)
-    occ = occ[occ["kind"].isin(chosen)]
+    occ = _occurrences(t)
+    if set(chosen) != set(ARTIFACT_KINDS):
+        occ = occ[occ["kind"].isin(chosen)]
     n = len(f)
     lo, hi = np.full(n, np.inf), np.full(n, np.inf)
     base_lo, base_hi = np.full(n, np.inf), np.full(n, np.inf)
@@ -149,16 +177,11 @@ def needed_facts_df(t: Transcript, *, kinds: Iterable[str] | None = None) -> pd.
     ends = t.calls[["session", "call", "input_end_pos"]].astype(
         {"session": object, "call": "int64"})
     out = out.astype({"session": object, "call": "int64"}).merge(ends, on=["session", "call"])
-    if out.empty:
-        return pd.DataFrame({c: pd.Series(dtype=d) for c, d in cols.items()})
     key, q = out["aid"].to_numpy(), out["input_end_pos"].to_numpy(dtype=float)
     aid = occ["aid"].to_numpy()
     stated = _stabbed(key, q, aid, base_lo[rows], base_hi[rows])
     seen = _stabbed(key, q, aid, lo[rows], hi[rows])
-    out = out[stated].assign(missing=~seen[stated])
-    order = out["kind"].map({k: i for i, k in enumerate(ARTIFACT_KINDS)})
-    out = out.assign(_o=order).sort_values(["session", "call", "_o", "value"], kind="stable")
-    return out[list(cols)].astype(cols).reset_index(drop=True)
+    return out[stated].assign(missing=~seen[stated])
 
 
 def needed_recall_df(t: Transcript, *, kinds: Iterable[str] | None = None) -> pd.DataFrame:
@@ -236,8 +259,27 @@ def retention_df(t: Transcript, *, include_recorded: bool = False) -> pd.DataFra
         ``kind``, ``hidden_artifacts`` (distinct values in the hidden parts),
         ``retained`` and ``retention`` (retained / hidden; NaN when nothing was hidden).
     """
+    lost, events = _lost(t, include_recorded)
+    cols = ["session", "event", "stage", "q"]
+    both = pd.concat([lost, lost.assign(kind="all")], ignore_index=True)
+    g = both.groupby(["session", "event", "kind"])["retained"].agg(["size", "sum"])
+    grid = events[cols[:3]].merge(pd.DataFrame({"kind": [*ARTIFACT_KINDS, "all"]}),
+                                  how="cross")
+    out = grid.merge(g.reset_index(), how="left", on=["session", "event", "kind"])
+    hidden = out["size"].fillna(0).astype("int64")
+    kept = out["sum"].fillna(0).astype("int64")
+    return pd.DataFrame({
+        "session": out["session"].astype("string"), "event": out["event"].astype("int64"),
+        "stage": out["stage"].astype("string"), "kind": out["kind"].astype("string"),
+        "hidden_artifacts": hidden, "retained": kept,
+        "retention": (kept / hidden.where(hidden > 0)).astype("float64")})
+
+
+def _lost(t: Transcript, include_recorded: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The distinct artifacts each measured event hid (with ``retained``), and the
+    measured events (``session``, ``event``, ``stage``, ``q``): `retention_df`'s input."""
     f, skip = t.frame, HISTORY_EDITS | (set() if include_recorded else {"recorded"})
-    occ = part_artifacts(t)
+    occ = _occurrences(t)
     rows = occ["row"].to_numpy(dtype=np.int64)
     lo, hi = np.zeros(len(f)), np.zeros(len(f))
     measured = []
@@ -265,18 +307,22 @@ def retention_df(t: Transcript, *, include_recorded: bool = False) -> pd.DataFra
     lost = lost.drop_duplicates(["session", "event", "aid"])
     lost["retained"] = _stabbed(lost["aid"].to_numpy(), lost["q"].to_numpy(dtype=float),
                                 occ["aid"].to_numpy(), lo[rows], hi[rows])
-    both = pd.concat([lost, lost.assign(kind="all")], ignore_index=True)
-    g = both.groupby(["session", "event", "kind"])["retained"].agg(["size", "sum"])
-    grid = events[cols[:3]].merge(pd.DataFrame({"kind": [*ARTIFACT_KINDS, "all"]}),
-                                  how="cross")
-    out = grid.merge(g.reset_index(), how="left", on=["session", "event", "kind"])
-    hidden = out["size"].fillna(0).astype("int64")
-    kept = out["sum"].fillna(0).astype("int64")
-    return pd.DataFrame({
-        "session": out["session"].astype("string"), "event": out["event"].astype("int64"),
-        "stage": out["stage"].astype("string"), "kind": out["kind"].astype("string"),
-        "hidden_artifacts": hidden, "retained": kept,
-        "retention": (kept / hidden.where(hidden > 0)).astype("float64")})
+    return lost, events
+
+
+def loss_totals(t: Transcript) -> dict[str, Any]:
+    """What a sweep records of an annotated transcript's losses, without the per-call and
+    per-event frames: ``needed``, ``missing``, ``recall`` (as `summarize_recall` of
+    `needed_recall_df`) and ``hidden_artifacts``, ``retained``, ``retention`` (as
+    `summarize_retention` of `retention_df`)."""
+    facts = _needed(t, ARTIFACT_KINDS)
+    needed, missing = len(facts), int(facts["missing"].sum()) if len(facts) else 0
+    lost, _ = _lost(t, False)
+    hidden, kept = len(lost), int(lost["retained"].sum()) if len(lost) else 0
+    return {"needed": needed, "missing": missing,
+            "recall": 1.0 - missing / needed if needed else math.nan,
+            "hidden_artifacts": hidden, "retained": kept,
+            "retention": kept / hidden if hidden else math.nan}
 
 
 def _rank(ids: pd.Series, order: dict[int, int], absent: int) -> np.ndarray:

@@ -144,15 +144,14 @@ def _run_unit(config: Config, src: Source, session: str, stage_cols: Sequence[st
               t: Transcript | None = None) -> dict[str, Any]:
     """One replay and its metrics: the row of (configuration, session); ``t``: the
     session's transcript when the caller has it."""
-    from ctxlab.metrics import summarize_recall, summarize_retention
+    from ctxlab.metrics import loss_totals
     from ctxlab.replay import replay
 
     t = t if t is not None else _load(src).session(session)
     p = config.pipeline()
     t0 = time.perf_counter()
     r = replay(t, p, window=config.window, estimator=config.estimator)
-    rec = summarize_recall(r.recall())
-    ret = summarize_retention(r.retention())
+    loss = loss_totals(r.transcript)
     seconds = time.perf_counter() - t0
     c, ev = r.calls, r.events
     n = len(c)
@@ -179,9 +178,7 @@ def _run_unit(config: Config, src: Source, session: str, stage_cols: Sequence[st
            "peak_usage": float(c["usage_after"].max()) if n else 0.0,
            "overflows": int(c["over_window"].sum()) if n else 0,
            "forced_final": int(c["forced_final"].sum()) if n else 0,
-           "needed": rec["needed"], "missing": rec["missing"], "recall": rec["recall"],
-           "hidden_artifacts": ret["hidden_artifacts"], "retained": ret["retained"],
-           "retention": ret["retention"], "seconds": seconds}
+           **loss, "seconds": seconds}
     return row
 
 

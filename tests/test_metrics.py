@@ -425,3 +425,32 @@ def test_real_claude_code_compaction_loses_some_needed_facts():
     ret = retention_df(t, include_recorded=True)
     assert set(ret["stage"]) == {"recorded"} and retention_df(t).empty
     assert 0 < ret.loc[ret["kind"] == "path", "retention"].iloc[0] < 1
+
+
+def _same_totals(t):
+    got = metrics.loss_totals(t)
+    rec = metrics.summarize_recall(needed_recall_df(t))
+    ret = metrics.summarize_retention(retention_df(t))
+    want = {k: rec[k] for k in ("needed", "missing", "recall")} | {
+        k: ret[k] for k in ("hidden_artifacts", "retained", "retention")}
+    assert got.keys() == want.keys()
+    for k, v in want.items():
+        assert got[k] == v or (math.isnan(got[k]) and math.isnan(v)), k
+    return got
+
+
+@pytest.mark.parametrize("preset", ["neurolink", "neuron", "observation-masking",
+                                    "copilot-fixed"])
+def test_loss_totals_equal_the_summaries_of_the_full_frames(preset):
+    """A sweep records `loss_totals`; they are what the per-call and per-event frames sum to."""
+    t = ctxlab.load(DATASETS / "coding_session.jsonl").rewind_recorded()
+    got = _same_totals(ctxlab.replay(t, preset).transcript)
+    assert got["needed"] > 0
+
+
+@pytest.mark.realdata
+def test_loss_totals_on_a_real_compacted_log():
+    t = ctxlab.load(realdata_path("claude_code/spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"))
+    got = _same_totals(t)                     # the log's own compaction is not measured
+    assert got["missing"] > 0 and math.isnan(got["retention"])
+    assert _same_totals(ctxlab.replay(t, "claude-code").transcript)["hidden_artifacts"] > 0
