@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.errors import ConfigError
-from ctxlab.placement import tight, widest_gap
+from ctxlab.placement import Placement
 from ctxlab.schema import EVENT_COLUMNS, PART_COLUMNS, Transcript, coerce
 from ctxlab.stages.base import Edit, NewPart
 from ctxlab.stages.table import Table, concat, from_columns
@@ -33,7 +33,7 @@ CONDENSING_STAGES = frozenset({"summarize", "reattach"})
 TRUNCATING_STAGES = frozenset({"truncate", "keep_last", "trim_history", "monologue"})
 
 
-class SessionHistory:
+class SessionHistory(Placement):
     """One session's parts and events while stages edit it, written back once.
 
     Applying an edit costs what the edit touches, not the session's length: hides and
@@ -79,104 +79,6 @@ class SessionHistory:
         self._table_hidden: list[int] = []          # inserted rows hidden since built
         self._table: Table | None = None
         self._transcript: Transcript | None = t
-
-    # ---- positions ---------------------------------------------------------------------
-    def _below(self, x: float) -> float:
-        """The largest part position below ``x`` (-inf when none)."""
-        i = int(np.searchsorted(self._sorted_pos, x, side="left"))
-        best = float(self._sorted_pos[i - 1]) if i else -np.inf
-        j = bisect.bisect_left(self._new_pos_sorted, x)
-        return max(best, self._new_pos_sorted[j - 1]) if j else best
-
-    def _above(self, x: float) -> float:
-        """The smallest part position above ``x`` (inf when none)."""
-        i = int(np.searchsorted(self._sorted_pos, x, side="right"))
-        best = float(self._sorted_pos[i]) if i < len(self._sorted_pos) else np.inf
-        j = bisect.bisect_right(self._new_pos_sorted, x)
-        return min(best, self._new_pos_sorted[j]) if j < len(self._new_pos_sorted) else best
-
-    def event_position(self, end_pos: float) -> float:
-        """Where an event applied just before a call (input ending at ``end_pos``) sits.
-
-        After every part and earlier event below ``end_pos``, before ``end_pos``: the
-        call sees the event's result, the calls before it do not. When dozens of events
-        came before one call and no room is left, it shares the last one's position
-        (events keep their order by id).
-        """
-        part = self._below(end_pos)
-        events = [-np.inf]
-        i = int(np.searchsorted(self._event_pos, end_pos, side="left"))
-        if i:
-            events.append(float(self._event_pos[i - 1]))
-        j = bisect.bisect_left(self._new_event_pos, end_pos)     # kept sorted
-        if j:
-            events.append(self._new_event_pos[j - 1])
-        event = max(events)
-        lo = max(part, event)
-        lo = lo if np.isfinite(lo) else end_pos - 1.0
-        if tight(lo, end_pos):
-            if event == lo:     # many events before one call: they share a place
-                return lo
-            raise ConfigError(f"no room for an event between part position {lo!r} and the "
-                              f"call's input end {end_pos!r}")
-        return lo + (end_pos - lo) / 2.0
-
-    def _anchor(self, part: int) -> tuple[float, int, int]:
-        """Position, message and turn of a part of the session (hidden or not)."""
-        row = self._row_of.get(part)
-        if row is not None:
-            return float(self._pos[row]), int(self._msg[row]), int(self._turn[row])
-        new = self._new_row_of.get(part)
-        if new is None:
-            raise ConfigError(f"edit anchors a new part on part {part}, which the session "
-                              f"does not have")
-        return (float(self._new["pos"][new]), int(self._new["msg"][new]),
-                int(self._new["turn"][new]))
-
-    def _insert_positions(self, inserts: tuple[NewPart, ...], hiding: list[int],
-                          end_pos: float) -> list[float]:
-        """A position for every inserted part, next to its anchor, in the edit's order:
-        halfway between the anchor and its neighbour, or after the edit's own parts
-        already placed in between; when that gap is used up, in the widest gap among
-        the hidden parts around the anchor (`ctxlab.placement`). ``hiding``: parts the
-        edit hides."""
-        taken: list[float] = []
-        ordered: list[float] = []             # taken, sorted
-        for new in inserts:
-            a = self._anchor(new.anchor)[0]
-            if new.side == "after":
-                hi = self._above(a)
-                hi = hi if np.isfinite(hi) else a + 1.0
-                floor = a
-            else:
-                floor = self._below(a)
-                floor = floor if np.isfinite(floor) else a - 1.0
-                hi = a
-            j = bisect.bisect_left(ordered, hi)   # the largest placed part in (floor, hi)
-            own = bool(j) and ordered[j - 1] > floor
-            lo = ordered[j - 1] if own else floor
-            if tight(lo, hi) and not own:
-                pos, hidden = self._positions_hidden(hiding)
-                lo2, hi2 = widest_gap(pos, hidden, a, new.side, end_pos)
-                lo, hi = (lo2, hi2) if hi2 - lo2 > hi - lo else (lo, hi)
-            p = lo + (hi - lo) / 2.0
-            if not lo < p < hi:
-                raise ConfigError(f"no room to place a part next to part {new.anchor} "
-                                  f"(positions {lo!r}, {hi!r})")
-            taken.append(p)
-            bisect.insort(ordered, p)
-        return taken
-
-    def _positions_hidden(self, hiding: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Every part's position, sorted, and whether it is hidden (or in ``hiding``)."""
-        pos = np.concatenate([self._pos, np.asarray(self._new["pos"], dtype=np.float64)])
-        hidden = np.concatenate([self._hidden, np.array(
-            [h is not None for h in self._new["hidden_by"]], dtype=bool)])
-        for part in hiding:
-            row = self._row_of.get(part)
-            hidden[row if row is not None else len(self._pos) + self._new_row_of[part]] = True
-        order = np.argsort(pos, kind="stable")
-        return pos[order], hidden[order]
 
     # ---- edits -------------------------------------------------------------------------
     def apply(self, edit: Edit, *, end_pos: float, trigger: str | None = None,

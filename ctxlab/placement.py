@@ -1,7 +1,9 @@
-"""Where an inserted part goes when the gap next to its anchor is used up.
+"""Where inserted parts and events go: positions in a session's order.
 
-Parts are ordered by a float position, and an inserted part takes the middle of the gap
-between its anchor and the anchor's neighbour. When compaction inserts again and again
+`Placement` gives `ctxlab.history.SessionHistory` its positions. Parts are ordered by a
+float position: an inserted part takes the middle of the gap between its anchor and the
+anchor's neighbour, and an event sits after every part and event below the input end
+of the call it precedes. When compaction inserts again and again
 next to the same anchor (a new summary after the system prompt at every compaction of
 a long session, or a truncation marker before the last one), that gap halves every
 time and runs out after ~50 inserts. The neighbours are hidden by then, and where a
@@ -11,7 +13,15 @@ between the visible parts around the anchor instead.
 
 from __future__ import annotations
 
+import bisect
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
+
+from ctxlab.errors import ConfigError
+
+if TYPE_CHECKING:
+    from ctxlab.stages.base import NewPart
 
 TIGHT = 2.0 ** -30
 """A gap narrower than this share of its position (and of 1) counts as used up."""
@@ -62,3 +72,119 @@ def widest_gap(pos: np.ndarray, hidden: np.ndarray, anchor: float, side: str,
     points = np.concatenate([[lo], inner, [hi]])
     i = int(np.argmax(np.diff(points)))
     return float(points[i]), float(points[i + 1])
+
+
+class Placement:
+    """Positions of a session history's parts and events (a mixin of
+    `ctxlab.history.SessionHistory`, whose position arrays it reads: ``_pos``,
+    ``_sorted_pos``, ``_hidden``, ``_msg``, ``_turn``, ``_event_pos``, ``_row_of``,
+    ``_new``, ``_new_row_of``, ``_new_pos_sorted``, ``_new_event_pos``)."""
+
+    _pos: np.ndarray
+    _sorted_pos: np.ndarray
+    _hidden: np.ndarray
+    _msg: np.ndarray
+    _turn: np.ndarray
+    _event_pos: np.ndarray
+    _row_of: dict[int, int]
+    _new: dict[str, list[Any]]
+    _new_row_of: dict[int, int]
+    _new_pos_sorted: list[float]
+    _new_event_pos: list[float]
+
+    def _below(self, x: float) -> float:
+        """The largest part position below ``x`` (-inf when none)."""
+        i = int(np.searchsorted(self._sorted_pos, x, side="left"))
+        best = float(self._sorted_pos[i - 1]) if i else -np.inf
+        j = bisect.bisect_left(self._new_pos_sorted, x)
+        return max(best, self._new_pos_sorted[j - 1]) if j else best
+
+    def _above(self, x: float) -> float:
+        """The smallest part position above ``x`` (inf when none)."""
+        i = int(np.searchsorted(self._sorted_pos, x, side="right"))
+        best = float(self._sorted_pos[i]) if i < len(self._sorted_pos) else np.inf
+        j = bisect.bisect_right(self._new_pos_sorted, x)
+        return min(best, self._new_pos_sorted[j]) if j < len(self._new_pos_sorted) else best
+
+    def event_position(self, end_pos: float) -> float:
+        """Where an event applied just before a call (input ending at ``end_pos``) sits.
+
+        After every part and earlier event below ``end_pos``, before ``end_pos``: the
+        call sees the event's result, the calls before it do not. When dozens of events
+        came before one call and no room is left, it shares the last one's position
+        (events keep their order by id).
+        """
+        part = self._below(end_pos)
+        events = [-np.inf]
+        i = int(np.searchsorted(self._event_pos, end_pos, side="left"))
+        if i:
+            events.append(float(self._event_pos[i - 1]))
+        j = bisect.bisect_left(self._new_event_pos, end_pos)     # kept sorted
+        if j:
+            events.append(self._new_event_pos[j - 1])
+        event = max(events)
+        lo = max(part, event)
+        lo = lo if np.isfinite(lo) else end_pos - 1.0
+        if tight(lo, end_pos):
+            if event == lo:     # many events before one call: they share a place
+                return lo
+            raise ConfigError(f"no room for an event between part position {lo!r} and the "
+                              f"call's input end {end_pos!r}")
+        return lo + (end_pos - lo) / 2.0
+
+    def _anchor(self, part: int) -> tuple[float, int, int]:
+        """Position, message and turn of a part of the session (hidden or not)."""
+        row = self._row_of.get(part)
+        if row is not None:
+            return float(self._pos[row]), int(self._msg[row]), int(self._turn[row])
+        new = self._new_row_of.get(part)
+        if new is None:
+            raise ConfigError(f"edit anchors a new part on part {part}, which the session "
+                              f"does not have")
+        return (float(self._new["pos"][new]), int(self._new["msg"][new]),
+                int(self._new["turn"][new]))
+
+    def _insert_positions(self, inserts: tuple[NewPart, ...], hiding: list[int],
+                          end_pos: float) -> list[float]:
+        """A position for every inserted part, next to its anchor, in the edit's order:
+        halfway between the anchor and its neighbour, or after the edit's own parts
+        already placed in between; when that gap is used up, in the widest gap among
+        the hidden parts around the anchor (`ctxlab.placement`). ``hiding``: parts the
+        edit hides."""
+        taken: list[float] = []
+        ordered: list[float] = []             # taken, sorted
+        for new in inserts:
+            a = self._anchor(new.anchor)[0]
+            if new.side == "after":
+                hi = self._above(a)
+                hi = hi if np.isfinite(hi) else a + 1.0
+                floor = a
+            else:
+                floor = self._below(a)
+                floor = floor if np.isfinite(floor) else a - 1.0
+                hi = a
+            j = bisect.bisect_left(ordered, hi)   # the largest placed part in (floor, hi)
+            own = bool(j) and ordered[j - 1] > floor
+            lo = ordered[j - 1] if own else floor
+            if tight(lo, hi) and not own:
+                pos, hidden = self._positions_hidden(hiding)
+                lo2, hi2 = widest_gap(pos, hidden, a, new.side, end_pos)
+                lo, hi = (lo2, hi2) if hi2 - lo2 > hi - lo else (lo, hi)
+            p = lo + (hi - lo) / 2.0
+            if not lo < p < hi:
+                raise ConfigError(f"no room to place a part next to part {new.anchor} "
+                                  f"(positions {lo!r}, {hi!r})")
+            taken.append(p)
+            bisect.insort(ordered, p)
+        return taken
+
+    def _positions_hidden(self, hiding: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Every part's position, sorted, and whether it is hidden (or in ``hiding``)."""
+        pos = np.concatenate([self._pos, np.asarray(self._new["pos"], dtype=np.float64)])
+        hidden = np.concatenate([self._hidden, np.array(
+            [h is not None for h in self._new["hidden_by"]], dtype=bool)])
+        for part in hiding:
+            row = self._row_of.get(part)
+            hidden[row if row is not None else len(self._pos) + self._new_row_of[part]] = True
+        order = np.argsort(pos, kind="stable")
+        return pos[order], hidden[order]

@@ -41,24 +41,24 @@ def table_of(parts: Rows) -> Table | None:
 
 def strings(parts: Rows, column: str) -> np.ndarray:
     """A text column as an object array, NA as None (the fast path for Arrow strings)."""
-    t = table_of(parts)
-    if t is not None:
-        return t.col(column)
-    values = parts[column].array
-    if isinstance(values, pd.arrays.ArrowExtensionArray):
-        return values.__arrow_array__().to_numpy(zero_copy_only=False)
-    return parts[column].to_numpy(dtype=object, na_value=None)
+    return _texts(parts, column, na_as_none=True)
 
 
 def labels(parts: Rows, column: str) -> np.ndarray:
     """A text column that is never NA in a valid part frame (``role``, ``kind``, ``layer``,
     ``content``) as an object array: `strings` without its pass over the values for NA."""
+    return _texts(parts, column, na_as_none=False)
+
+
+def _texts(parts: Rows, column: str, *, na_as_none: bool) -> np.ndarray:
     t = table_of(parts)
     if t is not None:
         return t.col(column)
     values = parts[column].array
     if isinstance(values, pd.arrays.ArrowExtensionArray):
         return values.__arrow_array__().to_numpy(zero_copy_only=False)
+    if na_as_none:
+        return parts[column].to_numpy(dtype=object, na_value=None)
     return parts[column].to_numpy(dtype=object)
 
 
