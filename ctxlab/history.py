@@ -106,11 +106,14 @@ class SessionHistory(Placement):
             self._new["hidden_by"][r] = event_id
             self.new_hi[r] = pos
         first = len(self.new_lo)
-        for i, (part, p) in enumerate(zip(edit.insert, positions)):
-            self._add_row(part, p, edit.stage, event_id, i)
-            self.new_lo.append(max(p, pos))
-            self.new_hi.append(np.inf)
-            bisect.insort(self._new_pos_sorted, p)
+        self._add_rows(edit.insert, positions, edit.stage, event_id)
+        self.new_lo.extend(max(p, pos) for p in positions)
+        self.new_hi.extend([np.inf] * len(positions))
+        if len(positions) > 8:
+            self._new_pos_sorted = sorted([*self._new_pos_sorted, *positions])
+        else:
+            for p in positions:
+                bisect.insort(self._new_pos_sorted, p)
         record = {"stage_details": dict(edit.details), "hidden": len(hide),
                   "inserted": len(edit.insert), **(meta or {})}
         if edit.summarizer_calls:
@@ -133,24 +136,36 @@ class SessionHistory(Placement):
             self._table_hidden += new
         return event_id, chunk
 
-    def _add_row(self, new: NewPart, pos: float, stage: str, event_id: int, i: int) -> None:
-        _, anchor_msg, turn = self._anchor(new.anchor)
-        if new.join_message:
-            msg = anchor_msg
-        else:
-            msg, self._next_msg = self._next_msg, self._next_msg + 1
-        part = self._next_part
-        self._next_part += 1
-        values = {"session": self.session, "part": part, "pos": pos, "msg": msg,
-                  "turn": turn, "role": new.role, "kind": new.kind, "content": new.content,
-                  "tool_name": new.tool_name, "tool_call_id": new.tool_call_id,
-                  "file_path": new.file_path, "event": event_id,
-                  "source": f"event {event_id} ({stage})",
-                  "meta": json.dumps(dict(new.meta), default=str, sort_keys=True)
-                  if new.meta else None}
-        self._new_row_of[part] = len(self._new["part"])
-        for k, col in self._new.items():
-            col.append(values.get(k))
+    def _add_rows(self, inserts: tuple[NewPart, ...], positions: list[float], stage: str,
+                  event_id: int) -> None:
+        """Append an edit's inserted parts, in its order, to the new rows."""
+        k = len(inserts)
+        if not k:
+            return
+        anchors = [self._anchor(n.anchor) for n in inserts]
+        msgs = []
+        for n, (_, anchor_msg, _) in zip(inserts, anchors):
+            if n.join_message:
+                msgs.append(anchor_msg)
+            else:
+                msgs.append(self._next_msg)
+                self._next_msg += 1
+        parts = list(range(self._next_part, self._next_part + k))
+        self._next_part += k
+        self._new_row_of.update(zip(parts, range(len(self._new["part"]),
+                                                 len(self._new["part"]) + k)))
+        values = {"session": [self.session] * k, "part": parts, "pos": list(positions),
+                  "msg": msgs, "turn": [a[2] for a in anchors],
+                  "role": [n.role for n in inserts], "kind": [n.kind for n in inserts],
+                  "content": [n.content for n in inserts],
+                  "tool_name": [n.tool_name for n in inserts],
+                  "tool_call_id": [n.tool_call_id for n in inserts],
+                  "file_path": [n.file_path for n in inserts], "event": [event_id] * k,
+                  "source": [f"event {event_id} ({stage})"] * k,
+                  "meta": [json.dumps(dict(n.meta), default=str, sort_keys=True)
+                           if n.meta else None for n in inserts]}
+        for name, col in self._new.items():
+            col.extend(values.get(name, [None] * k))
 
     def note(self, event: int, **values: Any) -> None:
         """Add values to the meta JSON of an event this history made."""

@@ -19,17 +19,8 @@ import numpy as np
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import (
-    Edit,
-    NewPart,
-    Stage,
-    View,
-    equals,
-    ints,
-    is_na,
-    optional_text,
-    part_rows,
-)
+from ctxlab.stages.base import (Edit, NewPart, Stage, View, equals, ints, is_na, optional_text,
+                                part_rows)
 
 PLACEHOLDER = "[tool result cleared]"
 

@@ -13,19 +13,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ctxlab.stages import register
-from ctxlab.stages.base import (
-    Edit,
-    NewPart,
-    Stage,
-    View,
-    equals,
-    ints,
-    is_na,
-    one_of,
-    optional_text,
-    part_rows,
-    strings,
-)
+from ctxlab.stages.base import (Edit, NewPart, Stage, View, equals, ints, is_na, one_of,
+                                optional_text, part_rows, strings)
 
 PLACEHOLDER = "[Tool result cleared]"
 
