@@ -104,8 +104,12 @@ def codes(parts: Table, column: str) -> np.ndarray:
     """
     def encode(tb: Table) -> np.ndarray:
         values = tb.col(column)
-        return np.fromiter((_code(column, v) for v in values), dtype=np.int32,
-                           count=len(values))
+        if len(values) <= 64:
+            return np.fromiter((_code(column, v) for v in values), dtype=np.int32,
+                               count=len(values))
+        local, uniques = pd.factorize(values)      # a whole session: its few values once
+        known = np.array([_code(column, u) for u in uniques] + [-1], dtype=np.int32)
+        return known[local]                         # NA: local -1, the appended -1
     return parts.derived(f"codes:{column}", (column,), encode)
 
 
