@@ -10,6 +10,9 @@ wheel's metadata (the package itself is never imported: it is an ``llm`` plugin 
 Neither ``llama_cpp`` nor the model is loaded by importing this module; the server process
 loads both. For repeatable text (recordings, tests), send requests with ``temperature=0``
 (greedy decoding) and a fixed ``seed``; the server is also started with a fixed ``--seed``.
+The server reuses the prompt prefix it shares with the previous request, and a prompt
+evaluated in other batches can give slightly other logits: the same request after
+different ones may, rarely, decode differently (record responses to pin them).
 
 Example:
     >>> from ctxlab.summarizers.local import SMOLLM2_ALIAS, SMOLLM2_FILE
