@@ -21,6 +21,7 @@ from ctxlab.history import SessionHistory
 from ctxlab.layers import assign_layers
 from ctxlab.schema import Transcript
 from ctxlab.stages.base import Edit, Stage, View
+from ctxlab.stages.columns import codes, hashed
 from ctxlab.stages.grammar import view_grammar
 from ctxlab.stages.table import Table, concat
 from ctxlab.tokens.base import Estimator
@@ -230,4 +231,22 @@ def edit_view(view: View, hide: Sequence[int],
         is_new = np.zeros(len(kept), dtype=bool)
     parts = with_layers(parts)
     added = parts.take(np.flatnonzero(is_new))
-    return view.with_table(parts), removed, added
+    out = view.with_table(parts)
+    found = view._memo.get("problem_rows")
+    if found is not None and same_grammar(p, np.flatnonzero(gone), parts,
+                                          np.flatnonzero(is_new)):
+        out._memo["problem_rows"] = found
+    return out, removed, added
+
+
+def same_grammar(old: Table, old_rows: np.ndarray, new: Table, new_rows: np.ndarray) -> bool:
+    """Does an edit leave the message grammar's problem rows unchanged? Yes when each
+    part it removed was replaced, in the same row, by one of the same role, kind, message
+    and tool-call id (placeholders, cut tool outputs): every cell `ctxlab.stages.grammar`
+    reads is then what it was."""
+    if not len(new_rows) or not np.array_equal(old_rows, new_rows):
+        return False
+    pairs = [(codes(old, "kind"), codes(new, "kind")), (codes(old, "role"), codes(new, "role")),
+             (hashed(old, "tool_call_id"), hashed(new, "tool_call_id")),
+             (old.ints("msg"), new.ints("msg"))]
+    return all(np.array_equal(a[old_rows], b[new_rows]) for a, b in pairs)

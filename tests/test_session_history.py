@@ -180,3 +180,29 @@ def test_inserting_next_to_the_same_anchor_never_runs_out_of_positions(t, side):
     assert seen["content"].iloc[4] == "[summary 149]"
     pos = h.transcript().frame["pos"].to_numpy()
     assert len(np.unique(pos)) == len(pos)            # every part has its own place
+
+
+@pytest.mark.parametrize("stage", ["clear_tool_results", "truncate"])
+def test_a_view_after_an_edit_keeps_its_grammar_only_when_every_part_was_replaced(t, stage):
+    """Placeholders take the place of what they hide (same row, role, kind, message and
+    tool-call id), so the grammar of the view before is reused; any other edit
+    (truncation hides whole messages) is checked again. Either way the problems are
+    those found from scratch."""
+    from ctxlab.stages import stage as make_stage
+    from ctxlab.stages.grammar import _find_problem_rows, view_grammar
+    s = t.sessions[0]
+    end = call_end_pos(t, s, int(t.calls["call"].max()))
+    view = build_view(t, s, end, ctxlab.estimator("chars:4"), BUDGET)
+    view_grammar(view)
+    params = {"keep": 1} if stage == "clear_tool_results" else {}
+    edit = make_stage(stage, **params).plan(view)
+    assert edit is not None and edit.hide
+    h = SessionHistory(t, s)
+    _, inserted = h.apply(edit, end_pos=end)
+    after, _, _ = edit_view(view, edit.hide, inserted)
+    reused = "problem_rows" in after._memo
+    assert reused == (stage == "clear_tool_results")
+    fresh = _find_problem_rows(after.table)
+    got = after._memo.get("problem_rows") or fresh
+    assert [r.tolist() for r in got[:2]] == [r.tolist() for r in fresh[:2]]
+    assert got[2] == fresh[2]
