@@ -23,7 +23,7 @@ from ctxlab.schema import Transcript
 from ctxlab.stages.base import Edit, Stage, View
 from ctxlab.stages.columns import codes, hashed
 from ctxlab.stages.grammar import view_grammar
-from ctxlab.stages.table import Table, concat
+from ctxlab.stages.table import Table, interleave
 from ctxlab.tokens.base import Estimator
 from ctxlab.visibility import part_spans
 
@@ -216,16 +216,16 @@ def edit_view(view: View, hide: Sequence[int],
     gone = np.isin(p.ints("part"), np.asarray(hide, dtype=np.int64))
     removed = p.take(np.flatnonzero(gone))
     kept = np.flatnonzero(~gone)
-    if len(inserted):               # one concat and one take, in position order
+    if len(inserted):               # kept and inserted rows merged in position order
         tokens = view.estimator.count_parts(inserted)
         new = inserted.with_columns(tokens=(tokens, TOKENS_DTYPE),
                                     layer=(np.full(len(inserted), "", dtype=object),
                                            p.dtypes.get("layer", np.dtype(object))))
-        both = concat(p, new)
-        rows = np.concatenate([kept, len(p) + np.arange(len(new))])
-        order = np.argsort(np.asarray(both.col("pos"), dtype=np.float64)[rows], kind="stable")
-        parts = both.take(rows[order])
+        pos = np.concatenate([np.asarray(p.col("pos"), dtype=np.float64)[kept],
+                              np.asarray(new.col("pos"), dtype=np.float64)])
+        order = np.argsort(pos, kind="stable")
         is_new = order >= len(kept)
+        parts = interleave(p, kept[order[~is_new]], new, order[is_new] - len(kept), is_new)
     else:                           # the kept rows are already in position order
         parts = p.take(kept)
         is_new = np.zeros(len(kept), dtype=bool)
