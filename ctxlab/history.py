@@ -26,7 +26,7 @@ from ctxlab.errors import ConfigError
 from ctxlab.placement import Placement
 from ctxlab.schema import EVENT_COLUMNS, PART_COLUMNS, Transcript, coerce
 from ctxlab.stages.base import Edit, NewPart
-from ctxlab.stages.table import Table, concat, from_columns
+from ctxlab.stages.table import Table, concat, concat_all, from_columns
 from ctxlab.visibility import part_spans
 
 CONDENSING_STAGES = frozenset({"summarize", "reattach"})
@@ -75,6 +75,7 @@ class SessionHistory(Placement):
         self._meta: list[dict[str, Any]] = []
         self._new_all: pd.DataFrame | None = None   # inserted rows as a frame (on demand)
         self._new_table: Table | None = None        # inserted rows, hidden_by may be stale
+        self._chunks: list[Table] = []              # inserted rows not yet in _new_table
         self._frame_stale = False                   # hidden_by changed since built
         self._table_hidden: list[int] = []          # inserted rows hidden since built
         self._table: Table | None = None
@@ -127,9 +128,8 @@ class SessionHistory(Placement):
         self.next_event += 1
         self._transcript = None
         chunk = from_columns({k: v[first:] for k, v in self._new.items()}, self.dtypes)
-        if len(chunk):
-            self._new_table = chunk if self._new_table is None else \
-                concat(self.new_table(), chunk)
+        if len(chunk):      # joined to the table of inserted rows when someone asks
+            self._chunks.append(chunk)
             self._new_all = None
         if new:
             self._frame_stale = True
@@ -196,6 +196,10 @@ class SessionHistory(Placement):
 
     def new_table(self) -> Table:
         """`new_frame` as a `Table`."""
+        if self._chunks:
+            tables = ([self._new_table] if self._new_table is not None else []) + self._chunks
+            self._new_table = concat_all(tables)
+            self._chunks = []
         if self._new_table is None:
             return from_columns(self._new, self.dtypes)
         if self._table_hidden:      # only the rows hidden since change
