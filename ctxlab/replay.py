@@ -34,7 +34,7 @@ from ctxlab.replay_state import (Anchor, Sums, after_values, apply_to_sums, call
                                  categories, empty_ledger, event_row, events_frame, ledger_rows,
                                  prompt_messages, window_of)
 from ctxlab.schema import Transcript
-from ctxlab.stages.table import Table, concat
+from ctxlab.stages.table import Table, append
 from ctxlab.tokens import Estimator, estimator as get_estimator
 
 
@@ -362,7 +362,7 @@ class RequestRows:
             new = new.with_columns(
                 tokens=(self.est.count_parts(new), out.dtypes["tokens"]),
                 layer=(np.full(len(new), "", dtype=object), out.dtypes["layer"]))
-            out = concat(out, new)
+            out = append(out, new)
         if self.left:
             gone = self.history.table.ints("part")[self.left]
             out = out.take(np.flatnonzero(~np.isin(out.ints("part"), gone)))

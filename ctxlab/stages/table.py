@@ -71,7 +71,7 @@ class Table:
         True
     """
 
-    __slots__ = ("cols", "dtypes", "n", "_frame", "_derived")
+    __slots__ = ("cols", "dtypes", "n", "_frame", "_derived", "_bufs")
 
     def __init__(self, cols: Mapping[str, Any], dtypes: Mapping[str, Any], n: int,
                  frame: pd.DataFrame | None = None, *, fresh: bool = False) -> None:
@@ -81,6 +81,7 @@ class Table:
         self.n = n
         self._frame = frame
         self._derived: dict[str, Derived] = {}
+        self._bufs: dict[str, Buffer] = {}      # columns that are views of growable buffers
 
     @classmethod
     def from_frame(cls, df: pd.DataFrame) -> Table:
@@ -169,10 +170,11 @@ class Table:
         """A table with columns set (name=(array, dtype)); new ones go last."""
         cols, dtypes = dict(self.cols), dict(self.dtypes)
         for k, (v, dtype) in columns.items():
-            cols[k], dtypes[k] = v, dtype
-        out = Table(cols, dtypes, self.n)
+            cols[k], dtypes[k] = _owned(v), dtype
+        out = Table(cols, dtypes, self.n, fresh=True)
         out._derived = {k: d for k, d in self._derived.items()
                         if not set(d.columns) & set(columns)}
+        out._bufs = {k: b for k, b in self._bufs.items() if k not in columns}
         return out
 
     def frame(self) -> pd.DataFrame:
@@ -201,20 +203,71 @@ class Derived:
 
 def concat(a: Table, b: Table) -> Table:
     """The rows of ``a`` then those of ``b`` (the columns of ``a``; ``b`` must have them)."""
-    cols = {}
-    for k, v in a.cols.items():
-        w = b.col(k)
-        if isinstance(v, np.ndarray) and isinstance(w, np.ndarray):
-            cols[k] = np.concatenate([v, w]) if v.dtype == w.dtype or v.dtype == object \
-                or w.dtype == object else np.concatenate([v.astype(np.float64),
-                                                          w.astype(np.float64)])
-        else:
-            cols[k] = type(_as_array(v))._concat_same_type([_as_array(v), _as_array(w)])
-    out = Table(cols, a.dtypes, a.n + b.n, fresh=True)
+    out = Table({k: _joined(v, b.col(k)) for k, v in a.cols.items()}, a.dtypes, a.n + b.n,
+                fresh=True)
+    _join_derived(a, b, out)
+    return out
+
+
+def _joined(v: Any, w: Any) -> Any:
+    """One column of ``a`` then the same of ``b``."""
+    if isinstance(v, np.ndarray) and isinstance(w, np.ndarray):
+        return np.concatenate([v, w]) if v.dtype == w.dtype or v.dtype == object \
+            or w.dtype == object else np.concatenate([v.astype(np.float64),
+                                                      w.astype(np.float64)])
+    return type(_as_array(v))._concat_same_type([_as_array(v), _as_array(w)])
+
+
+def _join_derived(a: Table, b: Table, out: Table) -> None:
     for k, d in a._derived.items():
         values = np.concatenate([d.values, b.derived(k, d.columns, d.fn)])
         values.flags.writeable = False
         out._derived[k] = Derived(d.fn, d.columns, values)
+
+
+class Buffer:
+    """A growable column: a table's column is ``data[:n]``, and `append` writes past
+    ``n`` in place, for the table whose length is ``n`` (the newest one) only."""
+
+    __slots__ = ("data", "n")
+
+    def __init__(self, values: np.ndarray, capacity: int) -> None:
+        self.data = np.empty(capacity, dtype=values.dtype)
+        self.data[:len(values)] = values
+        self.n = len(values)
+
+
+def append(a: Table, b: Table) -> Table:
+    """`concat` for a table that grows by a few rows at a time (a replay's request at every
+    call): NumPy columns live in buffers of spare capacity, so the rows of ``a`` are not
+    copied again; a column whose dtype would change, or a buffer another table already
+    extended, is copied as `concat` does.
+
+    Example:
+        >>> t = Table.from_frame(pd.DataFrame({"x": [1, 2]}))
+        >>> u = append(append(t, t), t.take([0]))
+        >>> u.col("x").tolist(), append(t, t.take([1])).col("x").tolist()
+        ([1, 2, 1, 2, 1], [1, 2, 2])
+    """
+    n = a.n + b.n
+    cols: dict[str, Any] = {}
+    bufs: dict[str, Buffer] = {}
+    for k, v in a.cols.items():
+        w = b.col(k)
+        if not (isinstance(v, np.ndarray) and isinstance(w, np.ndarray) and v.ndim == 1
+                and (w.dtype == v.dtype or v.dtype == object)):
+            cols[k] = _joined(v, w)
+            continue
+        buf = a._bufs.get(k)
+        if buf is None or buf.n != a.n or n > len(buf.data):
+            buf = Buffer(v, max(2 * n, 64))
+        buf.data[a.n:n] = w
+        buf.n = n
+        bufs[k] = buf
+        cols[k] = buf.data[:n]
+    out = Table(cols, a.dtypes, n, fresh=True)
+    out._bufs = bufs
+    _join_derived(a, b, out)
     return out
 
 

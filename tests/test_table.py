@@ -1,0 +1,84 @@
+"""`ctxlab.stages.table`: the columnar request, its derived arrays and growing buffers.
+
+Generated tables (hypothesis) of every column kind the part frame has: Arrow text with NA,
+nullable integers with and without NA, floats and timestamps. Every way of building a table
+(`take`, `concat`, `append`, `interleave`, `concat_all`) must give the rows the same
+operation gives on the DataFrame, and a table once built never changes, whatever is
+built from it afterwards.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ctxlab.stages.table import Table, append, concat, concat_all, interleave
+
+
+def frame(n: int, seed: int) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    text = [None if rng.random() < 0.3 else f"t{rng.integers(5)}" for _ in range(n)]
+    ints = [None if rng.random() < 0.3 else int(rng.integers(100)) for _ in range(n)]
+    return pd.DataFrame({
+        "kind": pd.array(text, dtype="string"),
+        "part": pd.array(rng.integers(0, 1000, n), dtype="Int64"),
+        "hidden_by": pd.array(ints, dtype="Int64"),
+        "pos": rng.random(n),
+        "ts": pd.to_datetime(rng.integers(0, 10**12, n), unit="ms", utc=True)})
+
+
+def same(t: Table, df: pd.DataFrame) -> None:
+    pd.testing.assert_frame_equal(t.frame(), df.reset_index(drop=True))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 10**6)), min_size=1, max_size=8),
+       st.data())
+def test_every_way_of_building_rows_equals_the_dataframe(pieces, data):
+    frames = [frame(n, seed) for n, seed in pieces]
+    tables = [Table.from_frame(f) for f in frames]
+    acc, acc_df = tables[0], frames[0]
+    history = [(acc, acc_df)]
+    for t, f in zip(tables[1:], frames[1:]):
+        # grow from the newest table or, sometimes, from an older one (a branch)
+        base, base_df = history[data.draw(st.integers(0, len(history) - 1))]
+        acc, acc_df = append(base, t), pd.concat([base_df, f], ignore_index=True)
+        history.append((acc, acc_df))
+    for t, df in history:              # none changed when later ones were built from them
+        same(t, df)
+    same(concat(tables[0], tables[-1]), pd.concat([frames[0], frames[-1]], ignore_index=True))
+    same(concat_all(tables), pd.concat(frames, ignore_index=True))
+    a, a_df = history[-1]
+    rows = np.array(data.draw(st.lists(st.integers(0, max(len(a) - 1, 0)), max_size=6)
+                              if len(a) else st.just([])), dtype=np.int64)
+    same(a.take(rows), a_df.iloc[rows])
+    b, b_df = tables[-1], frames[-1]
+    b_rows = np.arange(len(b))
+    from_b = np.array(data.draw(st.permutations([True] * len(b_rows) + [False] * len(rows))),
+                      dtype=bool)
+    want = pd.concat([a_df.iloc[rows], b_df], ignore_index=True)
+    order = np.empty(len(from_b), dtype=np.int64)
+    order[~from_b], order[from_b] = np.arange(len(rows)), len(rows) + np.arange(len(b_rows))
+    same(interleave(a, rows, b, b_rows, from_b), want.iloc[order])
+
+
+def test_derived_arrays_follow_the_rows():
+    calls = []
+
+    def size(t: Table) -> np.ndarray:
+        calls.append(len(t))
+        return np.array([len(x or "") for x in t.col("kind")])
+
+    t = Table.from_frame(frame(5, 1))
+    whole = t.derived("size", ("kind",), size)
+    grown = append(t, Table.from_frame(frame(2, 2)))
+    assert grown.derived("size", ("kind",), size).tolist()[:5] == whole.tolist()
+    assert calls == [5, 2]                     # only the new rows were measured
+    taken = grown.take([6, 0])
+    assert taken.derived("size", ("kind",), size).tolist() == [
+        grown.derived("size", ("kind",), size)[6], whole[0]] and calls == [5, 2]
+    changed = taken.with_columns(kind=(np.array(["abc", "a"], dtype=object),
+                                       taken.dtypes["kind"]))
+    assert changed.derived("size", ("kind",), size).tolist() == [3, 1] and calls[-1] == 2
