@@ -43,6 +43,8 @@ def _column(series: pd.Series) -> Any:
         return series.to_numpy(dtype=np.int64)
     if isinstance(dtype, np.dtype) and dtype.kind in "ifb":
         return series.to_numpy()
+    if isinstance(dtype, pd.DatetimeTZDtype):     # UTC datetime64 (NaT for NA)
+        return np.asarray(values.tz_convert("UTC").tz_localize(None))
     return values
 
 
@@ -123,6 +125,8 @@ class Table:
                 return np.fromiter((x is None for x in v), dtype=bool, count=len(v))
             if v.dtype.kind == "f":
                 return np.isnan(v)
+            if v.dtype.kind == "M":
+                return np.isnat(v)
             return np.zeros(len(v), dtype=bool)
         return np.asarray(v.isna(), dtype=bool)
 
@@ -347,6 +351,10 @@ def from_columns(values: Mapping[str, list[Any]], dtypes: Mapping[str, Any]) -> 
                 if any(x is None for x in v) else np.array(v, dtype=np.int64)
         elif isinstance(dtype, np.dtype) and dtype.kind in "ifb":
             cols[k] = np.array(v, dtype=dtype)
+        elif isinstance(dtype, pd.DatetimeTZDtype):
+            unit = f"datetime64[{dtype.unit}]"
+            cols[k] = np.full(n, np.datetime64("NaT"), dtype=unit) \
+                if all(x is None for x in v) else _column(pd.Series(pd.array(v, dtype=dtype)))
         else:
             cols[k] = pd.array(v, dtype=dtype)
     return Table(cols, dtypes, n, fresh=True)
@@ -364,5 +372,7 @@ def _series(v: Any, dtype: Any) -> Any:
     if isinstance(v, np.ndarray):
         if isinstance(dtype, np.dtype) and v.dtype == dtype:
             return v
+        if isinstance(dtype, pd.DatetimeTZDtype):
+            return pd.Series(v).dt.tz_localize("UTC").dt.tz_convert(dtype.tz).array
         return pd.array(v, dtype=dtype)
     return v
