@@ -61,7 +61,13 @@ def test_every_way_of_building_rows_equals_the_dataframe(pieces, data):
     want = pd.concat([a_df.iloc[rows], b_df], ignore_index=True)
     order = np.empty(len(from_b), dtype=np.int64)
     order[~from_b], order[from_b] = np.arange(len(rows)), len(rows) + np.arange(len(b_rows))
-    same(interleave(a, rows, b, b_rows, from_b), want.iloc[order])
+    merged = interleave(a, rows, b, b_rows, from_b)
+    same(merged, want.iloc[order])
+    grown = append(merged, b)                   # in the room interleave left
+    same(grown, pd.concat([want.iloc[order], b_df], ignore_index=True))
+    same(append(merged, a), pd.concat([want.iloc[order], a_df], ignore_index=True))
+    same(merged, want.iloc[order])              # and the merged rows did not change
+    same(grown, pd.concat([want.iloc[order], b_df], ignore_index=True))
 
 
 def test_derived_arrays_follow_the_rows():

@@ -235,10 +235,12 @@ class Buffer:
 
     __slots__ = ("data", "n")
 
-    def __init__(self, values: np.ndarray, capacity: int) -> None:
-        self.data = np.empty(capacity, dtype=values.dtype)
-        self.data[:len(values)] = values
-        self.n = len(values)
+    def __init__(self, values: np.ndarray | None, capacity: int, dtype: Any = None,
+                 n: int = 0) -> None:
+        self.data = np.empty(capacity, dtype=values.dtype if values is not None else dtype)
+        if values is not None:
+            self.data[:len(values)] = values
+        self.n = len(values) if values is not None else n
 
 
 def append(a: Table, b: Table) -> Table:
@@ -312,8 +314,9 @@ def interleave(a: Table, a_rows: np.ndarray, b: Table, b_rows: np.ndarray,
     """
     n = len(from_b)
     from_a = ~from_b
+    bufs: dict[str, Buffer] = {}
 
-    def merged(v: Any, w: Any) -> Any:
+    def merged(v: Any, w: Any, name: str | None = None) -> Any:
         if not (isinstance(v, np.ndarray) and isinstance(w, np.ndarray)):
             both = type(_as_array(v))._concat_same_type([_as_array(v).take(a_rows),
                                                          _as_array(w).take(b_rows)])
@@ -323,12 +326,18 @@ def interleave(a: Table, a_rows: np.ndarray, b: Table, b_rows: np.ndarray,
             return both.take(order)
         dtype = v.dtype if v.dtype == w.dtype or v.dtype == object else \
             (w.dtype if w.dtype == object else np.float64)
-        out = np.empty((n, *v.shape[1:]), dtype=dtype)
+        if name is not None and v.ndim == 1:    # room for the next request to `append`
+            buf = bufs[name] = Buffer(None, max(2 * n, 64), dtype, n)
+            out = buf.data[:n]
+        else:
+            out = np.empty((n, *v.shape[1:]), dtype=dtype)
         out[from_a] = v[a_rows]
         out[from_b] = w[b_rows]
         return out
 
-    out = Table({k: merged(v, b.col(k)) for k, v in a.cols.items()}, a.dtypes, n, fresh=True)
+    out = Table({k: merged(v, b.col(k), k) for k, v in a.cols.items()}, a.dtypes, n,
+                fresh=True)
+    out._bufs = bufs
     for k, d in a._derived.items():
         values = merged(d.values, b.derived(k, d.columns, d.fn))
         values.flags.writeable = False
