@@ -20,7 +20,7 @@ import pandas as pd
 from ctxlab.history import SessionHistory
 from ctxlab.layers import assign_layers
 from ctxlab.schema import Transcript
-from ctxlab.stages.base import Edit, Stage, View
+from ctxlab.stages.base import Edit, Stage, View, equals
 from ctxlab.stages.columns import codes, hashed
 from ctxlab.stages.grammar import view_grammar
 from ctxlab.stages.table import Table, interleave
@@ -229,24 +229,28 @@ def edit_view(view: View, hide: Sequence[int],
     else:                           # the kept rows are already in position order
         parts = p.take(kept)
         is_new = np.zeros(len(kept), dtype=bool)
-    parts = with_layers(parts)
-    added = parts.take(np.flatnonzero(is_new))
+    old_rows, new_rows = np.flatnonzero(gone), np.flatnonzero(is_new)
+    in_place = in_place_rows(p, old_rows, parts, new_rows)
+    # a part replaced in place has its layer, unless a user's text (injected context)
+    layers_kept = in_place and "layer" in p and not (
+        equals(p, "role", "user") & equals(p, "kind", "text"))[old_rows].any()
+    parts = parts.with_columns(layer=(p.col("layer"), p.dtypes["layer"])) if layers_kept \
+        else with_layers(parts)
+    added = parts.take(new_rows)
     out = view.with_table(parts)
     found = view._memo.get("problem_rows")
-    if found is not None and same_grammar(p, np.flatnonzero(gone), parts,
-                                          np.flatnonzero(is_new)):
-        out._memo["problem_rows"] = found
+    if found is not None and in_place and np.array_equal(
+            hashed(p, "tool_call_id")[old_rows], hashed(parts, "tool_call_id")[new_rows]):
+        out._memo["problem_rows"] = found   # nothing the grammar reads has changed
     return out, removed, added
 
 
-def same_grammar(old: Table, old_rows: np.ndarray, new: Table, new_rows: np.ndarray) -> bool:
-    """Does an edit leave the message grammar's problem rows unchanged? Yes when each
-    part it removed was replaced, in the same row, by one of the same role, kind, message
-    and tool-call id (placeholders, cut tool outputs): every cell `ctxlab.stages.grammar`
-    reads is then what it was."""
+def in_place_rows(old: Table, old_rows: np.ndarray, new: Table, new_rows: np.ndarray) -> bool:
+    """Did an edit replace each part it removed in the same row by one of the same role,
+    kind, message and turn (placeholders, cut tool outputs)? Every other row is then
+    what it was, and so are the layers and, with the same tool-call ids, the grammar."""
     if not len(new_rows) or not np.array_equal(old_rows, new_rows):
         return False
     pairs = [(codes(old, "kind"), codes(new, "kind")), (codes(old, "role"), codes(new, "role")),
-             (hashed(old, "tool_call_id"), hashed(new, "tool_call_id")),
-             (old.ints("msg"), new.ints("msg"))]
+             (old.ints("msg"), new.ints("msg")), (old.ints("turn"), new.ints("turn"))]
     return all(np.array_equal(a[old_rows], b[new_rows]) for a, b in pairs)

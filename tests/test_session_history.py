@@ -184,8 +184,8 @@ def test_inserting_next_to_the_same_anchor_never_runs_out_of_positions(t, side):
 
 @pytest.mark.parametrize("stage", ["clear_tool_results", "truncate"])
 def test_a_view_after_an_edit_keeps_its_grammar_only_when_every_part_was_replaced(t, stage):
-    """Placeholders take the place of what they hide (same row, role, kind, message and
-    tool-call id), so the grammar of the view before is reused; any other edit
+    """Placeholders take the place of what they hide (same row, role, kind, message, turn
+    and tool-call id), so the grammar and layers of the view before are reused; any other edit
     (truncation hides whole messages) is checked again. Either way the problems are
     those found from scratch."""
     from ctxlab.stages import stage as make_stage
@@ -206,3 +206,5 @@ def test_a_view_after_an_edit_keeps_its_grammar_only_when_every_part_was_replace
     got = after._memo.get("problem_rows") or fresh
     assert [r.tolist() for r in got[:2]] == [r.tolist() for r in fresh[:2]]
     assert got[2] == fresh[2]
+    from ctxlab.layers import assign_layers       # kept or assigned again, the same layers
+    assert after.table.col("layer").tolist() == assign_layers(after.table).tolist()
