@@ -50,7 +50,9 @@ def assign_layers(parts: Rows) -> np.ndarray:
     """
     if not count_rows(parts):
         return np.array([], dtype=object)
-    kind = lambda value: equals(parts, "kind", value)  # noqa: E731
+    def kind(value: str) -> np.ndarray:
+        return equals(parts, "kind", value)
+
     turn = ints(parts, "turn")
     msg = ints(parts, "msg")
     current = int(turn.max())

@@ -235,7 +235,8 @@ def validate(frame: pd.DataFrame, strict: bool = True,
         if not _dtype_ok(s, c.dtype):
             problems.append(f"column {c.name!r} has dtype {s.dtype}, expected {c.dtype}")
         if c.required and s.isna().any():
-            problems.append(f"column {c.name!r} is required but has {int(s.isna().sum())} NA value(s)")
+            problems.append(f"column {c.name!r} is required but has {int(s.isna().sum())} "
+                            f"NA value(s)")
         if c.values:
             bad = sorted(set(s.dropna().astype(str)) - set(c.values))
             if bad:

@@ -98,7 +98,8 @@ def test_missing_file_and_directory_errors(tmp_path: Path):
 
 
 @pytest.mark.parametrize("fmt", sorted(ALL_FORMATS))
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.one_of(st.binary(max_size=400), st.text(max_size=400).map(str.encode),
                       st.lists(st.sampled_from([b'{"type":"user"}', b'{"role":"user"}', b"[",
                                                 b'{"messages":[]}', b"{}", b"null", b"#### hi",

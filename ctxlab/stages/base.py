@@ -21,24 +21,9 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.schema import Kind, Role
-from ctxlab.stages.columns import (  # noqa: F401
-    Messages,
-    Rows,
-    count_rows,
-    distinct,
-    equals,
-    floats,
-    ints,
-    is_na,
-    labels,
-    message_groups,
-    one_of,
-    optional_text,
-    part_rows,
-    strings,
-    table_of,
-    text_lengths,
-)
+from ctxlab.stages.columns import (Messages, Rows, count_rows, distinct, equals,  # noqa: F401
+                                   floats, ints, is_na, labels, message_groups, one_of,
+                                   optional_text, part_rows, strings, table_of, text_lengths)
 from ctxlab.stages.table import Table
 from ctxlab.tokens.base import Estimator
 

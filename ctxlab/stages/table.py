@@ -235,12 +235,9 @@ class Buffer:
 
     __slots__ = ("data", "n")
 
-    def __init__(self, values: np.ndarray | None, capacity: int, dtype: Any = None,
-                 n: int = 0) -> None:
-        self.data = np.empty(capacity, dtype=values.dtype if values is not None else dtype)
-        if values is not None:
-            self.data[:len(values)] = values
-        self.n = len(values) if values is not None else n
+    def __init__(self, dtype: Any, n: int) -> None:
+        self.data = np.empty(max(2 * n, 64), dtype=dtype)   # room to double
+        self.n = n
 
 
 def append(a: Table, b: Table) -> Table:
@@ -266,7 +263,8 @@ def append(a: Table, b: Table) -> Table:
             continue
         buf = a._bufs.get(k)
         if buf is None or buf.n != a.n or n > len(buf.data):
-            buf = Buffer(v, max(2 * n, 64))
+            buf = Buffer(v.dtype, n)
+            buf.data[:a.n] = v
         buf.data[a.n:n] = w
         buf.n = n
         bufs[k] = buf
@@ -327,7 +325,7 @@ def interleave(a: Table, a_rows: np.ndarray, b: Table, b_rows: np.ndarray,
         dtype = v.dtype if v.dtype == w.dtype or v.dtype == object else \
             (w.dtype if w.dtype == object else np.float64)
         if name is not None and v.ndim == 1:    # room for the next request to `append`
-            buf = bufs[name] = Buffer(None, max(2 * n, 64), dtype, n)
+            buf = bufs[name] = Buffer(dtype, n)
             out = buf.data[:n]
         else:
             out = np.empty((n, *v.shape[1:]), dtype=dtype)
