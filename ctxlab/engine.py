@@ -23,7 +23,7 @@ from ctxlab.schema import Transcript
 from ctxlab.stages.base import Edit, Stage, View, equals
 from ctxlab.stages.columns import codes, hashed
 from ctxlab.stages.grammar import view_grammar
-from ctxlab.stages.table import Table, interleave
+from ctxlab.stages.table import Table, interleave, replaced
 from ctxlab.tokens.base import Estimator
 from ctxlab.visibility import part_spans
 
@@ -213,23 +213,29 @@ def edit_view(view: View, hide: Sequence[int],
     """The view after an edit (hidden parts gone, inserted parts counted and placed), and
     the rows the edit removed and added (with tokens and layer)."""
     p = view.table
-    gone = np.isin(p.ints("part"), np.asarray(hide, dtype=np.int64))
-    removed = p.take(np.flatnonzero(gone))
-    kept = np.flatnonzero(~gone)
+    gone = _member(p.ints("part"), hide)
+    old_rows = np.flatnonzero(gone)
+    removed = p.take(old_rows)
     if len(inserted):               # kept and inserted rows merged in position order
         tokens = view.estimator.count_parts(inserted)
         new = inserted.with_columns(tokens=(tokens, TOKENS_DTYPE),
                                     layer=(np.full(len(inserted), "", dtype=object),
                                            p.dtypes.get("layer", np.dtype(object))))
-        pos = np.concatenate([np.asarray(p.col("pos"), dtype=np.float64)[kept],
-                              np.asarray(new.col("pos"), dtype=np.float64)])
-        order = np.argsort(pos, kind="stable")
-        is_new = order >= len(kept)
-        parts = interleave(p, kept[order[~is_new]], new, order[is_new] - len(kept), is_new)
+        pos = np.asarray(p.col("pos"), dtype=np.float64)
+        new_pos = np.asarray(new.col("pos"), dtype=np.float64)
+        slots = _slots(pos, old_rows, new_pos)
+        if slots is not None:       # each new row takes the place of a hidden one
+            parts, new_rows = replaced(p, old_rows, new.take(slots)), old_rows
+        else:
+            kept = np.flatnonzero(~gone)
+            order = np.argsort(np.concatenate([pos[kept], new_pos]), kind="stable")
+            is_new = order >= len(kept)
+            parts = interleave(p, kept[order[~is_new]], new, order[is_new] - len(kept),
+                               is_new)
+            new_rows = np.flatnonzero(is_new)
     else:                           # the kept rows are already in position order
-        parts = p.take(kept)
-        is_new = np.zeros(len(kept), dtype=bool)
-    old_rows, new_rows = np.flatnonzero(gone), np.flatnonzero(is_new)
+        parts = p.take(np.flatnonzero(~gone))
+        new_rows = np.zeros(0, dtype=np.int64)
     in_place = in_place_rows(p, old_rows, parts, new_rows)
     # a part replaced in place has its layer, unless a user's text (injected context)
     layers_kept = in_place and "layer" in p and not (
@@ -243,6 +249,33 @@ def edit_view(view: View, hide: Sequence[int],
             hashed(p, "tool_call_id")[old_rows], hashed(parts, "tool_call_id")[new_rows]):
         out._memo["problem_rows"] = found   # nothing the grammar reads has changed
     return out, removed, added
+
+
+def _member(ids: np.ndarray, values: Sequence[int]) -> np.ndarray:
+    """``np.isin(ids, values)``; a few values are compared one by one (faster)."""
+    if len(values) > 8:
+        return np.isin(ids, np.asarray(values, dtype=np.int64))
+    out = np.zeros(len(ids), dtype=bool)
+    for v in values:
+        out |= ids == v
+    return out
+
+
+def _slots(pos: np.ndarray, rows: np.ndarray, new_pos: np.ndarray) -> np.ndarray | None:
+    """The order of the new rows when, merged by position with the rows that stay, they
+    land exactly in the hidden ``rows`` (each strictly between the neighbours of its
+    slot, the view in position order); None otherwise."""
+    n = len(pos)
+    if len(new_pos) != len(rows) or not len(rows) or \
+            (n > 1 and not (pos[1:] >= pos[:-1]).all()):
+        return None
+    order = np.argsort(new_pos, kind="stable")
+    merged = pos.copy()
+    merged[rows] = new_pos[order]
+    left, right = rows[rows > 0], rows[rows < n - 1]
+    if (merged[left] > merged[left - 1]).all() and (merged[right] < merged[right + 1]).all():
+        return order
+    return None
 
 
 def in_place_rows(old: Table, old_rows: np.ndarray, new: Table, new_rows: np.ndarray) -> bool:

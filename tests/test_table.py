@@ -2,7 +2,7 @@
 
 Generated tables (hypothesis) of every column kind the part frame has: Arrow text with NA,
 nullable integers with and without NA, floats and timestamps. Every way of building a table
-(`take`, `concat`, `append`, `interleave`, `concat_all`) must give the rows the same
+(`take`, `concat`, `append`, `interleave`, `replaced`, `concat_all`) must give the rows the same
 operation gives on the DataFrame, and a table once built never changes, whatever is
 built from it afterwards.
 """
@@ -14,7 +14,7 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxlab.stages.table import Table, append, concat, concat_all, interleave
+from ctxlab.stages.table import Table, append, concat, concat_all, interleave, replaced
 
 
 def frame(n: int, seed: int) -> pd.DataFrame:
@@ -68,6 +68,18 @@ def test_every_way_of_building_rows_equals_the_dataframe(pieces, data):
     same(append(merged, a), pd.concat([want.iloc[order], a_df], ignore_index=True))
     same(merged, want.iloc[order])              # and the merged rows did not change
     same(grown, pd.concat([want.iloc[order], b_df], ignore_index=True))
+    # rows replaced in place: the interleave of the other rows with the new ones there
+    slots = np.array(sorted(data.draw(st.sets(st.integers(0, max(len(a) - 1, 0)),
+                                              max_size=min(len(a), len(b))))), dtype=np.int64)
+    if len(slots):
+        put = b.take(np.arange(len(slots)))
+        swapped = replaced(a, slots, put)
+        at = np.zeros(len(a), dtype=bool)
+        at[slots] = True
+        same(swapped, interleave(a, np.flatnonzero(~at), put, np.arange(len(slots)),
+                                 at).frame())
+        same(append(swapped, b), pd.concat([swapped.frame(), b_df], ignore_index=True))
+        same(a, a_df)                           # the table replaced in did not change
 
 
 def test_derived_arrays_follow_the_rows():
@@ -88,3 +100,7 @@ def test_derived_arrays_follow_the_rows():
     changed = taken.with_columns(kind=(np.array(["abc", "a"], dtype=object),
                                        taken.dtypes["kind"]))
     assert changed.derived("size", ("kind",), size).tolist() == [3, 1] and calls[-1] == 2
+    put = Table.from_frame(frame(1, 3))
+    swapped = replaced(grown, np.array([2]), put)
+    assert swapped.derived("size", ("kind",), size).tolist() == [
+        *whole[:2], len(put.col("kind")[0] or ""), *grown.derived("size", ("kind",), size)[3:]]

@@ -343,6 +343,45 @@ def interleave(a: Table, a_rows: np.ndarray, b: Table, b_rows: np.ndarray,
     return out
 
 
+def replaced(a: Table, rows: np.ndarray, b: Table) -> Table:
+    """``a`` with its rows ``rows`` (ascending) replaced by the rows of ``b``, in order:
+    `interleave` when each new row takes the place of an old one (placeholders, cut
+    tool outputs), with one copy per column instead of a merge.
+
+    Example:
+        >>> a = Table.from_frame(pd.DataFrame({"x": [1, 2, 3]}))
+        >>> b = Table.from_frame(pd.DataFrame({"x": [9]}))
+        >>> replaced(a, np.array([1]), b).col("x").tolist(), a.col("x").tolist()
+        ([1, 9, 3], [1, 2, 3])
+    """
+    n = a.n
+    bufs: dict[str, Buffer] = {}
+
+    def put(v: Any, w: Any, name: str | None = None) -> Any:
+        if not (isinstance(v, np.ndarray) and isinstance(w, np.ndarray)):
+            out = _as_array(v).copy()
+            out[rows] = _as_array(w)
+            return out
+        dtype = v.dtype if v.dtype == w.dtype or v.dtype == object else \
+            (w.dtype if w.dtype == object else np.float64)
+        if name is not None and v.ndim == 1:    # room for the next request to `append`
+            buf = bufs[name] = Buffer(dtype, n)
+            out = buf.data[:n]
+        else:
+            out = np.empty((n, *v.shape[1:]), dtype=dtype)
+        out[:] = v
+        out[rows] = w
+        return out
+
+    out = Table({k: put(v, b.col(k), k) for k, v in a.cols.items()}, a.dtypes, n, fresh=True)
+    out._bufs = bufs
+    for k, d in a._derived.items():
+        values = put(d.values, b.derived(k, d.columns, d.fn))
+        values.flags.writeable = False
+        out._derived[k] = Derived(d.fn, d.columns, values)
+    return out
+
+
 def from_columns(values: Mapping[str, list[Any]], dtypes: Mapping[str, Any]) -> Table:
     """A table from lists of Python values (None for NA), one per column of ``dtypes``."""
     n = len(next(iter(values.values()))) if values else 0
