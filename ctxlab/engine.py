@@ -106,18 +106,23 @@ def build_view(t: Transcript, session: str, end_pos: float, estimator: Estimator
 
 
 def make_view(parts: pd.DataFrame | Table, estimator: Estimator, budget: Budget, session: str,
-              call: int | None = None, *, counted: bool = False) -> View:
+              call: int | None = None, *, counted: bool = False,
+              messages: int | None = None) -> View:
     """A view of a request's parts (in position order), counted and layered
-    (``counted``: the table's ``tokens`` are already this estimator's counts)."""
+    (``counted``: the table's ``tokens`` are already this estimator's counts;
+    ``messages``: its number of distinct messages, when the caller keeps count)."""
     table = parts if isinstance(parts, Table) else \
         Table.from_frame(parts.reset_index(drop=True))
     if not (counted and "tokens" in table):
         tokens = estimator.count_parts(table) if len(table) else np.zeros(0, np.int64)
         table = table.with_columns(tokens=(tokens, TOKENS_DTYPE))
-    return View(table=with_layers(table), estimator=estimator,
+    view = View(table=with_layers(table), estimator=estimator,
                 window_tokens=budget.window_tokens, limit_tokens=budget.limit_tokens,
                 target_tokens=budget.target_tokens, overhead_tokens=budget.overhead_tokens,
                 session=session, call=call)
+    if messages is not None:
+        view._memo["messages"] = messages
+    return view
 
 
 TOKENS_DTYPE = np.dtype(np.int64)
@@ -244,6 +249,8 @@ def edit_view(view: View, hide: Sequence[int],
         else with_layers(parts)
     added = parts.take(new_rows)
     out = view.with_table(parts)
+    if in_place and "messages" in view._memo:   # the same messages at the same rows
+        out._memo["messages"] = view._memo["messages"]
     found = view._memo.get("problem_rows")
     if found is not None and in_place and np.array_equal(
             hashed(p, "tool_call_id")[old_rows], hashed(parts, "tool_call_id")[new_rows]):

@@ -23,12 +23,14 @@ message of that turn.
 from __future__ import annotations
 
 import re
-from typing import Literal, get_args
+from typing import Any, Literal, get_args
 
 import numpy as np
 import pandas as pd
 
 from ctxlab.stages.base import Rows, count_rows, equals, ints, labels
+from ctxlab.stages.columns import table_of
+from ctxlab.stages.table import Table
 
 Layer = Literal["system", "tools", "carried", "current", "history", "prompt"]
 LAYERS: tuple[str, ...] = get_args(Layer)
@@ -50,28 +52,64 @@ def assign_layers(parts: Rows) -> np.ndarray:
     """
     if not count_rows(parts):
         return np.array([], dtype=object)
-    def kind(value: str) -> np.ndarray:
-        return equals(parts, "kind", value)
-
-    turn = ints(parts, "turn")
-    msg = ints(parts, "msg")
+    t = table_of(parts)
+    if t is None:
+        t = Table.from_frame(parts.reset_index(drop=True))
+    cls = t.derived("layer_class", ("role", "kind", "content"), _classes)
+    turn = ints(t, "turn")
+    msg = ints(t, "msg")
     current = int(turn.max())
-    user_text = equals(parts, "role", "user") & kind("text")
-    user_msgs = msg[(turn == current) & user_text]
-    prompt_msg = int(user_msgs.min()) if current > 0 and len(user_msgs) else -1
+    user_text = (cls & _USER_TEXT) != 0
     in_current = turn == current if current > 0 else np.zeros(len(turn), dtype=bool)
-    code = np.full(len(turn), _CODE["history"], dtype=np.int8)
-    code[in_current] = _CODE["current"]
-    attachment = kind("attachment")
+    user_msgs = msg[in_current & user_text]
+    prompt_msg = int(user_msgs.min()) if current > 0 and len(user_msgs) else -1
+    code = np.where(in_current, np.int8(_CODE["current"]), np.int8(_CODE["history"]))
+    attachment = (cls & _ATTACHMENT) != 0
     code[attachment & ~in_current] = _CODE["carried"]
     code[(msg == prompt_msg) & ~attachment] = _CODE["prompt"]
-    code[equals(parts, "role", "system") & ~kind("summary") & ~kind("marker")] = _CODE["system"]
-    if "content" in parts:
+    code[(cls & _SYSTEM) != 0] = _CODE["system"]
+    code[(cls & _TOOLS) != 0] = _CODE["tools"]
+    return _NAMES[code]
+
+
+# What of a part's layer depends on the part alone (`_classes`, bit flags); the rest
+# depends on the request's current turn and prompt.
+_ATTACHMENT, _SYSTEM, _TOOLS, _USER_TEXT = 1, 2, 4, 8
+
+
+def _classes(t: Table) -> np.ndarray:
+    """Per part: attachment, system (a system part that is not a summary or marker, or
+    context injected into a user text), tool schema, user text."""
+    if t.n <= 16 and "content" in t:         # a few rows (a call's new parts): one by one
+        return np.fromiter((_class(r, k, c) for r, k, c in zip(
+            t.col("role").tolist(), t.col("kind").tolist(), t.col("content").tolist())),
+            dtype=np.int8, count=t.n)
+
+    def kind(value: str) -> np.ndarray:
+        return equals(t, "kind", value)
+
+    user_text = equals(t, "role", "user") & kind("text")
+    system = equals(t, "role", "system") & ~kind("summary") & ~kind("marker")
+    if "content" in t:
         rows = np.flatnonzero(user_text)
         if len(rows):
-            code[rows[injected_context(labels(parts, "content")[rows])]] = _CODE["system"]
-    code[kind("tool_schema")] = _CODE["tools"]
-    return _NAMES[code]
+            system[rows[injected_context(labels(t, "content")[rows])]] = True
+    return (kind("attachment") * _ATTACHMENT + system * _SYSTEM + kind("tool_schema") * _TOOLS
+            + user_text * _USER_TEXT).astype(np.int8)
+
+
+def _class(role: Any, kind: Any, content: Any) -> int:
+    """`_classes` of one part."""
+    if kind == "tool_schema":
+        return _TOOLS + (_SYSTEM if role == "system" else 0)
+    if kind == "attachment":
+        return _ATTACHMENT + (_SYSTEM if role == "system" else 0)
+    if role == "system":
+        return 0 if kind in ("summary", "marker") else _SYSTEM
+    if role == "user" and kind == "text":
+        return _USER_TEXT + (_SYSTEM if injected_context(np.array([content], dtype=object))[0]
+                             else 0)
+    return 0
 
 
 _CODE = {name: i for i, name in enumerate(LAYERS)}

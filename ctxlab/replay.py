@@ -308,7 +308,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
             budget = Budget(window_tokens=win, limit_tokens=limit,
                             target_tokens=row["target_tokens"], overhead_tokens=overhead)
             view = make_view(rows_seen.request(end), est, budget, session, k,
-                             counted=rows_seen.last is not None)
+                             counted=rows_seen.last is not None, messages=sums.messages)
             r = compact_view(history, view, p, end_pos=end, checked=reported)
             rows_seen.built(r.view.table)
             made = [run for run in r.runs if run.event is not None]

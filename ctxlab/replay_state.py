@@ -147,12 +147,12 @@ def apply_to_sums(sums: Sums, made: list[StageRun]) -> None:
         for frame, sign in ((run.removed, -1), (run.added, +1)):
             if frame is None or frame.empty:
                 continue
-            layer = frame.col("layer")
-            kind = frame.col("kind")
             # the layer already says system and tools; the rest is attachment or other
-            cats = np.where(np.isin(layer, ["system", "tools"]), layer,
-                            np.where(kind == "attachment", "attach", "other"))
-            for cat, n, turn, msg in zip(cats.tolist(), frame.ints("tokens").tolist(),
+            cats = [layer if layer in ("system", "tools") else
+                    "attach" if kind == "attachment" else "other"
+                    for layer, kind in zip(frame.col("layer").tolist(),
+                                           frame.col("kind").tolist())]
+            for cat, n, turn, msg in zip(cats, frame.ints("tokens").tolist(),
                                          frame.ints("turn").tolist(),
                                          frame.ints("msg").tolist()):
                 sums.add(cat, n, turn, msg, sign)

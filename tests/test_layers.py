@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import pandas as pd
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ctxlab
 from ctxlab.engine import call_end_pos, request_parts
 from ctxlab.layers import LAYERS, assign_layers, layers_df
+from ctxlab.stages.table import Table, append
 from tests.conftest import DATASETS
 
 
@@ -47,3 +50,31 @@ def test_attachments_of_earlier_turns_are_carried():
         "kind": ["text", "attachment", "text", "text", "attachment", "text", "tool_call"]})
     assert assign_layers(parts).tolist() == ["system", "carried", "history", "history",
                                              "current", "prompt", "current"]
+
+
+_ROLES = ["system", "user", "user", "assistant", None]
+_KINDS = ["text", "text", "tool_result", "attachment", "tool_schema", "summary", "marker", None]
+_CONTENTS = ["plain", "<system-reminder>x</system-reminder>", "  <context>\nproject", None]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_ROLES), st.sampled_from(_KINDS),
+                          st.sampled_from(_CONTENTS), st.integers(0, 3)), min_size=17,
+                max_size=40))
+def test_layers_of_a_few_parts_equal_those_of_many(rows):
+    """A call's few new parts get their layer classes one by one, a whole request's in
+    bulk: a request assembled from small tables has the layers of the same request read
+    whole, and of the DataFrame."""
+    df = pd.DataFrame({"role": pd.array([r[0] for r in rows], dtype="string"),
+                       "kind": pd.array([r[1] for r in rows], dtype="string"),
+                       "content": pd.array([r[2] for r in rows], dtype="string"),
+                       "turn": [r[3] for r in rows], "msg": list(range(len(rows)))})
+    whole = Table.from_frame(df)
+    pieces = [Table.from_frame(df.iloc[i:i + 3].reset_index(drop=True))
+              for i in range(0, len(df), 3)]
+    grown = pieces[0]
+    for piece in pieces[1:]:
+        assign_layers(grown)                  # classes kept with the rows, as in a replay
+        grown = append(grown, piece)
+    want = assign_layers(whole).tolist()
+    assert assign_layers(grown).tolist() == want == assign_layers(df).tolist()

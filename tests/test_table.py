@@ -80,6 +80,12 @@ def test_every_way_of_building_rows_equals_the_dataframe(pieces, data):
                                  at).frame())
         same(append(swapped, b), pd.concat([swapped.frame(), b_df], ignore_index=True))
         same(a, a_df)                           # the table replaced in did not change
+        # the same values put back: columns (and buffers) shared, appends still apart
+        back = replaced(a, slots, a.take(slots))
+        grown_back, grown_a = append(back, b), append(a, put)
+        same(grown_back, pd.concat([a_df, b_df], ignore_index=True))
+        same(grown_a, pd.concat([a_df, put.frame()], ignore_index=True))
+        same(back, a_df)
 
 
 def test_derived_arrays_follow_the_rows():

@@ -346,7 +346,9 @@ def interleave(a: Table, a_rows: np.ndarray, b: Table, b_rows: np.ndarray,
 def replaced(a: Table, rows: np.ndarray, b: Table) -> Table:
     """``a`` with its rows ``rows`` (ascending) replaced by the rows of ``b``, in order:
     `interleave` when each new row takes the place of an old one (placeholders, cut
-    tool outputs), with one copy per column instead of a merge.
+    tool outputs). A column whose values there do not change is shared with ``a``, with
+    its buffer (the first table to `append` to it extends it, the other copies); the
+    others are copied once.
 
     Example:
         >>> a = Table.from_frame(pd.DataFrame({"x": [1, 2, 3]}))
@@ -362,13 +364,13 @@ def replaced(a: Table, rows: np.ndarray, b: Table) -> Table:
             out = _as_array(v).copy()
             out[rows] = _as_array(w)
             return out
+        if v.dtype == w.dtype and _same_values(v[rows], w):
+            if name is not None and name in a._bufs:
+                bufs[name] = a._bufs[name]
+            return v
         dtype = v.dtype if v.dtype == w.dtype or v.dtype == object else \
             (w.dtype if w.dtype == object else np.float64)
-        if name is not None and v.ndim == 1:    # room for the next request to `append`
-            buf = bufs[name] = Buffer(dtype, n)
-            out = buf.data[:n]
-        else:
-            out = np.empty((n, *v.shape[1:]), dtype=dtype)
+        out = np.empty((n, *v.shape[1:]), dtype=dtype)
         out[:] = v
         out[rows] = w
         return out
@@ -380,6 +382,13 @@ def replaced(a: Table, rows: np.ndarray, b: Table) -> Table:
         values.flags.writeable = False
         out._derived[k] = Derived(d.fn, d.columns, values)
     return out
+
+
+def _same_values(v: np.ndarray, w: np.ndarray) -> bool:
+    """Two short arrays of one dtype hold the same values (NA equal to NA)."""
+    if v.dtype == object:
+        return all(x is y or (x == y) is True for x, y in zip(v.tolist(), w.tolist()))
+    return bool(np.array_equal(v, w, equal_nan=v.dtype.kind in "fc"))
 
 
 def from_columns(values: Mapping[str, list[Any]], dtypes: Mapping[str, Any]) -> Table:
