@@ -255,6 +255,8 @@ def edit_view(view: View, hide: Sequence[int],
     if found is not None and in_place and np.array_equal(
             hashed(p, "tool_call_id")[old_rows], hashed(parts, "tool_call_id")[new_rows]):
         out._memo["problem_rows"] = found   # nothing the grammar reads has changed
+        if "grammar_scan" in view._memo:
+            out._memo["grammar_scan"] = view._memo["grammar_scan"]
     return out, removed, added
 
 

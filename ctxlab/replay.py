@@ -34,6 +34,8 @@ from ctxlab.replay_state import (Anchor, Sums, after_values, apply_to_sums, call
                                  categories, empty_ledger, event_row, events_frame, ledger_rows,
                                  prompt_messages, window_of)
 from ctxlab.schema import Transcript
+from ctxlab.stages.base import View
+from ctxlab.stages.grammar import grown_scan, view_grammar
 from ctxlab.stages.table import Table, append
 from ctxlab.tokens import Estimator, estimator as get_estimator
 
@@ -309,8 +311,9 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
                             target_tokens=row["target_tokens"], overhead_tokens=overhead)
             view = make_view(rows_seen.request(end), est, budget, session, k,
                              counted=rows_seen.last is not None, messages=sums.messages)
+            rows_seen.seed(view)
             r = compact_view(history, view, p, end_pos=end, checked=reported)
-            rows_seen.built(r.view.table)
+            rows_seen.built(r.view)
             made = [run for run in r.runs if run.event is not None]
             if made:
                 anchor.replayed = True
@@ -351,9 +354,12 @@ class RequestRows:
         self.entered: list[int] = []
         self.left: list[int] = []
         self.last: Table | None = None
+        self._scan: Any = None          # the grammar scan of the last request
+        self._grown_from: int | None = None
 
     def request(self, end: float) -> Table:
         """The rows of the request ending at ``end`` (tokens counted when kept)."""
+        self._grown_from = None
         if self.last is None:
             return self.history.visible_table(end)
         out = self.last
@@ -369,11 +375,24 @@ class RequestRows:
         pos = np.asarray(out.col("pos"), dtype=np.float64)
         if len(pos) > 1 and not (pos[1:] >= pos[:-1]).all():
             out = out.take(np.argsort(pos, kind="stable"))
+        elif not self.left:             # the last request's rows, then the new ones
+            self._grown_from = self.last.n
         return out
 
-    def built(self, table: Table) -> None:
+    def seed(self, view: View) -> None:
+        """Give the view of the request just built its grammar, extended from the last
+        request's to the rows that arrived (when it only grew)."""
+        if self._grown_from is not None and self._scan is not None:
+            scan = grown_scan(self._scan, view.table, self._grown_from)
+            if scan is not None:
+                view._memo["problem_rows"] = scan.found
+                view._memo["grammar_scan"] = scan
+
+    def built(self, view: View) -> None:
         """The request after its compaction: the base of the next one."""
-        self.last = table
+        self.last = view.table
+        view_grammar(view)              # read by the stages; kept for the next request
+        self._scan = view._memo.get("grammar_scan")
         self.entered.clear()
         self.left.clear()
 

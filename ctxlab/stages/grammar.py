@@ -78,7 +78,11 @@ def _problem_rows(parts: Rows) -> tuple[np.ndarray, np.ndarray,
         return _find_problem_rows(parts)
     found = parts._memo.get("problem_rows")
     if found is None:
-        found = parts._memo["problem_rows"] = _find_problem_rows(parts)
+        t = table_of(parts)
+        assert t is not None
+        scan = _scan(t)
+        found = parts._memo["problem_rows"] = scan.found
+        parts._memo["grammar_scan"] = scan
     return found
 
 
@@ -93,6 +97,22 @@ def _find_problem_rows(parts: Rows) -> tuple[np.ndarray, np.ndarray,
     t = table_of(parts)
     if t is None:
         t = Table.from_frame(parts.reset_index(drop=True))
+    return _scan(t).found
+
+
+@dataclass(frozen=True, slots=True)
+class _Scan:
+    """The problems of a request, with what extends them to rows appended after it:
+    the ids of its calls (sorted), the ids of its unanswered calls and the row that
+    opens the conversation (None: none found)."""
+
+    found: tuple[np.ndarray, np.ndarray, list[tuple[int, Problem, str]]]
+    called: np.ndarray
+    unanswered_ids: np.ndarray
+    opening: int | None
+
+
+def _scan(t: Table) -> _Scan:
     ids = hashed(t, "tool_call_id")      # NA: -1
     linked = ids != -1
     call_rows = np.flatnonzero(linked & equals(t, "kind", "tool_call"))
@@ -106,24 +126,76 @@ def _find_problem_rows(parts: Rows) -> tuple[np.ndarray, np.ndarray,
     answered = np.zeros(len(called), dtype=bool)
     answered[j[ok]] = True
     unanswered = call_rows[~answered[np.searchsorted(called, ids[call_rows])]]
-    return result_rows[~ok], unanswered, _role_order(t)
+    opening = _opening_row(t)
+    return _Scan(found=(result_rows[~ok], unanswered, _role_problems(t, opening)),
+                 called=called, unanswered_ids=ids[unanswered], opening=opening)
 
 
-def _role_order(parts: Table) -> list[tuple[int, Problem, str]]:
-    """The conversation's first non-system message (messages in order of first
-    appearance) must be a user message, and not one of tool results only."""
+def grown_scan(before: _Scan, t: Table, n_before: int) -> _Scan | None:
+    """`_scan` of ``t`` when its first ``n_before`` rows are those of a request whose scan
+    is ``before`` (a replay's request grows by the parts that arrived since the last
+    call): only the new rows are read. None when the conversation's opening message
+    changes (scan the whole request then)."""
+    if before.opening is None:
+        return None
+    msg = ints(t, "msg")
+    if (msg[n_before:] == msg[before.opening]).any():
+        return None
+    ids = hashed(t, "tool_call_id")[n_before:]
+    kind = equals(t, "kind", "tool_call")[n_before:], equals(t, "kind", "tool_result")[n_before:]
+    linked = ids != -1
+    new_calls = np.flatnonzero(linked & kind[0])
+    new_results = np.flatnonzero(linked & kind[1])
+    orphans, unanswered, role = before.found
+    if not len(new_calls) and not len(new_results):
+        return _Scan(found=(orphans, unanswered, role), called=before.called,
+                     unanswered_ids=before.unanswered_ids, opening=before.opening)
+    called = before.called
+    ok = []
+    for r in new_results.tolist():            # a call with its id before it?
+        i = ids[r]
+        k = int(np.searchsorted(called, i))
+        ok.append((k < len(called) and called[k] == i)
+                  or bool((ids[new_calls[new_calls < r]] == i).any()))
+    ok_arr = np.asarray(ok, dtype=bool)
+    answered_now = ids[new_results[ok_arr]]       # ids answered by the new results
+    keep = ~np.isin(before.unanswered_ids, answered_now)
+    old_unanswered, old_unanswered_ids = unanswered[keep], before.unanswered_ids[keep]
+    # a new call is unanswered when its id has no answering result: not among the
+    # earlier calls' answered ids, nor answered by a new result
+    call_ids = ids[new_calls]
+    k = np.minimum(np.searchsorted(called, call_ids), max(len(called) - 1, 0))
+    answered_before = (called[k] == call_ids) & ~np.isin(call_ids, before.unanswered_ids) \
+        if len(called) else np.zeros(len(call_ids), dtype=bool)
+    open_calls = ~answered_before & ~np.isin(call_ids, answered_now)
+    found = (np.concatenate([orphans, n_before + new_results[~ok_arr]]),
+             np.sort(np.concatenate([old_unanswered, n_before + new_calls[open_calls]])),
+             role)
+    return _Scan(found=found, called=np.union1d(called, call_ids),
+                 unanswered_ids=np.concatenate([old_unanswered_ids, call_ids[open_calls]]),
+                 opening=before.opening)
+
+
+def _opening_row(parts: Table) -> int | None:
+    """The first non-system row that opens its message (messages in order of first
+    appearance), None when there is none."""
     msg = ints(parts, "msg")
     shown = np.flatnonzero(~equals(parts, "role", "system"))
-    # the first non-system row that opens its message (usually the very first one)
+    # usually the very first one
     row = next((int(r) for r in shown[:64] if not (msg[:r] == msg[r]).any()), None)
-    if row is None:
-        if len(shown) <= 64:
-            return []
+    if row is None and len(shown) > 64:
         _, first = np.unique(msg, return_index=True)
         opening = np.sort(first)[~equals(parts, "role", "system")[np.sort(first)]]
-        if not len(opening):
-            return []
-        row = int(opening[0])
+        row = int(opening[0]) if len(opening) else None
+    return row
+
+
+def _role_problems(parts: Table, row: int | None) -> list[tuple[int, Problem, str]]:
+    """The conversation's first non-system message (opening at ``row``) must be a user
+    message, and not one of tool results only."""
+    if row is None:
+        return []
+    msg = ints(parts, "msg")
     role = labels(parts, "role")[row]
     out: list[tuple[int, Problem, str]] = []
     if role != "user":
