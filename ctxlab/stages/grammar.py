@@ -142,37 +142,51 @@ def grown_scan(before: _Scan, t: Table, n_before: int) -> _Scan | None:
     if (msg[n_before:] == msg[before.opening]).any():
         return None
     ids = hashed(t, "tool_call_id")[n_before:]
-    kind = equals(t, "kind", "tool_call")[n_before:], equals(t, "kind", "tool_result")[n_before:]
     linked = ids != -1
-    new_calls = np.flatnonzero(linked & kind[0])
-    new_results = np.flatnonzero(linked & kind[1])
+    new_calls = np.flatnonzero(linked & equals(t, "kind", "tool_call")[n_before:])
+    new_results = np.flatnonzero(linked & equals(t, "kind", "tool_result")[n_before:])
     orphans, unanswered, role = before.found
     if not len(new_calls) and not len(new_results):
-        return _Scan(found=(orphans, unanswered, role), called=before.called,
-                     unanswered_ids=before.unanswered_ids, opening=before.opening)
+        return before
+    # a few new rows at each call: Python sets, not NumPy set operations, for them
     called = before.called
-    ok = []
-    for r in new_results.tolist():            # a call with its id before it?
-        i = ids[r]
-        k = int(np.searchsorted(called, i))
-        ok.append((k < len(called) and called[k] == i)
-                  or bool((ids[new_calls[new_calls < r]] == i).any()))
-    ok_arr = np.asarray(ok, dtype=bool)
-    answered_now = ids[new_results[ok_arr]]       # ids answered by the new results
-    keep = ~np.isin(before.unanswered_ids, answered_now)
-    old_unanswered, old_unanswered_ids = unanswered[keep], before.unanswered_ids[keep]
-    # a new call is unanswered when its id has no answering result: not among the
-    # earlier calls' answered ids, nor answered by a new result
-    call_ids = ids[new_calls]
-    k = np.minimum(np.searchsorted(called, call_ids), max(len(called) - 1, 0))
-    answered_before = (called[k] == call_ids) & ~np.isin(call_ids, before.unanswered_ids) \
-        if len(called) else np.zeros(len(call_ids), dtype=bool)
-    open_calls = ~answered_before & ~np.isin(call_ids, answered_now)
-    found = (np.concatenate([orphans, n_before + new_results[~ok_arr]]),
-             np.sort(np.concatenate([old_unanswered, n_before + new_calls[open_calls]])),
-             role)
-    return _Scan(found=found, called=np.union1d(called, call_ids),
-                 unanswered_ids=np.concatenate([old_unanswered_ids, call_ids[open_calls]]),
+    was_open = set(before.unanswered_ids.tolist())
+
+    def was_called(i: int) -> bool:
+        k = int(called.searchsorted(i))
+        return k < len(called) and int(called[k]) == i
+
+    first_new_call: dict[int, int] = {}
+    call_ids = ids[new_calls].tolist()
+    for r, i in zip(new_calls.tolist(), call_ids):
+        first_new_call.setdefault(i, r)
+    answered_now: set[int] = set()              # ids the new results answer
+    new_orphans = []
+    for r, i in zip(new_results.tolist(), ids[new_results].tolist()):
+        if was_called(i) or first_new_call.get(i, r) < r:
+            answered_now.add(i)
+        else:
+            new_orphans.append(n_before + r)
+    if answered_now & was_open:
+        keep = np.fromiter((i not in answered_now for i in before.unanswered_ids.tolist()),
+                           dtype=bool, count=len(before.unanswered_ids))
+        unanswered, open_ids = unanswered[keep], before.unanswered_ids[keep]
+    else:
+        open_ids = before.unanswered_ids
+    # a new call is unanswered when its id has no answering result: not answered before
+    # (an earlier call's id that is not open), nor by a new result
+    still_open = [(n_before + r, i) for r, i in zip(new_calls.tolist(), call_ids)
+                  if i not in answered_now and (i in was_open or not was_called(i))]
+    if still_open:
+        unanswered = np.sort(np.concatenate([unanswered, [r for r, _ in still_open]])
+                             ).astype(np.int64)
+        open_ids = np.concatenate([open_ids, [i for _, i in still_open]]).astype(np.int64)
+    fresh = sorted({i for i in call_ids if not was_called(i)})
+    if fresh:
+        called = np.insert(called, called.searchsorted(fresh), fresh)
+    if new_orphans:
+        orphans = np.concatenate([orphans, new_orphans]).astype(np.int64)
+    return _Scan(found=(orphans, unanswered, role), called=called, unanswered_ids=open_ids,
                  opening=before.opening)
 
 
