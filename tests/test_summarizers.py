@@ -300,3 +300,19 @@ def test_keeps_far_more_paths_and_commands_than_a_truncation_of_equal_tokens():
         assert CHARS.count([head])[0] <= s.output_tokens <= budget
         assert kept(s.text) >= 0.9
         assert kept(s.text) >= kept(head) + 0.4, (kept(s.text), kept(head))
+
+
+@pytest.mark.parametrize("name", ["coding_session.jsonl", "coding_session_b.jsonl"])
+def test_structured_reads_a_table_as_it_reads_its_frame(name):
+    """The summarize stage hands the structured backend its rows as a table (no DataFrame
+    built); the summary is the one the frame gives, with and without a previous one."""
+    from ctxlab.stages.table import Table
+    parts = ctxlab.load(DATASETS / name).frame
+    table = Table.from_frame(parts.reset_index(drop=True))
+    s = Structured()
+    for previous in (None, "1. Primary Request and Intent:\n- fix the parser"):
+        kw = {"previous": previous, "budget_tokens": 900, "estimator": estimator("chars:4")}
+        a, b = s.summarize(parts, **kw), s.summarize_table(table, **kw)
+        assert (a.text, a.input_tokens, a.output_tokens) == (b.text, b.input_tokens,
+                                                             b.output_tokens)
+        assert "1. Primary Request and Intent:" in b.text

@@ -84,11 +84,6 @@ class View:
     def parts(self) -> pd.DataFrame:
         return self.table.frame()
 
-    def rows_frame(self, rows: Any) -> pd.DataFrame:
-        """Some rows of the parts (positions, in that order) as a DataFrame indexed
-        0..k-1: cheaper than ``parts.iloc[rows]``, which builds the whole frame first."""
-        return self.table.take(rows).frame()
-
     def with_table(self, table: Table) -> View:
         """The same request settings over other rows."""
         return View(table=table, estimator=self.estimator, window_tokens=self.window_tokens,

@@ -163,8 +163,9 @@ class Summarize(Stage):
             return Edit(stage=self.name, reason=f"nothing to summarize: the {b} older messages "
                         f"hold only {hidden_tokens:,} tokens")
         try:
-            summary = backend.summarize(view.rows_frame(rows[~is_prev]), previous=previous or None,
-                                        budget_tokens=room, estimator=view.estimator)
+            summary = backend.summarize_table(view.table.take(rows[~is_prev]),
+                                              previous=previous or None,
+                                              budget_tokens=room, estimator=view.estimator)
         except SummarizerError as e:
             return Edit(stage=self.name, reason=f"summarizer failed: {e}", failure=e.kind)
         if not summary.text.strip():
@@ -213,9 +214,9 @@ class Summarize(Stage):
                 in_block = part == row.part           # the block and the call it answers
                 if row.tool_call_id is not None:
                     in_block |= is_call & (call_ids == row.tool_call_id)
-                s = backend.summarize(view.rows_frame(np.flatnonzero(in_block)), previous=None,
-                                      estimator=view.estimator,
-                                      budget_tokens=max(1, budget - head_tokens))
+                s = backend.summarize_table(view.table.take(np.flatnonzero(in_block)),
+                                            previous=None, estimator=view.estimator,
+                                            budget_tokens=max(1, budget - head_tokens))
                 calls.append(s.call_record())
                 if s.text.strip():
                     done.append((row, f"{head}\n{s.text}", s))
@@ -224,7 +225,7 @@ class Summarize(Stage):
             reduced = None
             if len(maps) > 1 and sum(s.output_tokens for _, _, s in maps) > budget:
                 head = self.prefix or "[Summary of the large context blocks]"
-                reduced = backend.summarize(view.rows_frame([]), previous="\n\n".join(
+                reduced = backend.summarize_table(view.table.take([]), previous="\n\n".join(
                     s.text for _, _, s in maps), estimator=view.estimator,
                     budget_tokens=max(1, budget - view.estimate(head + "\n")))
                 calls.append(reduced.call_record())

@@ -14,12 +14,15 @@ from __future__ import annotations
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
 from ctxlab.errors import ConfigError, CtxlabError
 from ctxlab.tokens.base import Estimator
+
+if TYPE_CHECKING:
+    from ctxlab.stages.table import Table
 
 
 ErrorKind = Literal["timeout", "http", "overflow", "connection", "empty", "missing", "config",
@@ -120,6 +123,15 @@ class Summarizer(ABC):
             SummarizerError: the backend failed.
         """
 
+    def summarize_table(self, parts: Table, previous: str | None = None, *,
+                        budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+                        estimator: Estimator | str | None = None) -> Summary:
+        """`summarize` of a request's rows as a `ctxlab.stages.table.Table` (what the
+        summarize stage holds): by default through its DataFrame; a backend that reads
+        the columns itself can skip building one."""
+        return self.summarize(parts.frame(), previous=previous, budget_tokens=budget_tokens,
+                              estimator=estimator)
+
     def with_options(self, **options: Any) -> Summarizer:
         """A new instance of this backend configured by ``options`` (see
         `ctxlab.summarizers.summarizer`); backends without options refuse any.
@@ -143,10 +155,16 @@ def resolve_estimator(estimator: Estimator | str | None) -> Estimator:
     return make(estimator or "chars:4")
 
 
-def input_tokens(parts: pd.DataFrame, previous: str | None, estimator: Estimator) -> int:
+def input_tokens(parts: pd.DataFrame | Table, previous: str | None,
+                 estimator: Estimator) -> int:
     """Tokens a summarizer reads: the parts' contents and the previous summary."""
-    texts = (parts["content"].fillna("").tolist() if "content" in parts else []) + \
-        ([previous] if previous else [])
+    if "content" not in parts:
+        contents = []
+    elif isinstance(parts, pd.DataFrame):
+        contents = parts["content"].fillna("").tolist()
+    else:
+        contents = [c if isinstance(c, str) else "" for c in parts.col("content").tolist()]
+    texts = contents + ([previous] if previous else [])
     return int(estimator.count(texts).sum()) if texts else 0
 
 

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import Any
 
 import pandas as pd
 
+from ctxlab.stages.table import Table
 from ctxlab.summarizers import register
 from ctxlab.summarizers.base import (
     DEFAULT_BUDGET_TOKENS,
@@ -95,8 +97,11 @@ _COLUMNS = ("role", "kind", "content", "tool_name", "tool_call_id", "file_path")
 _Row = tuple[str, str, str, str, str, str]   # the _COLUMNS of one part, "" for missing
 
 
-def _rows(parts: pd.DataFrame) -> list[_Row]:
-    cols = [[v if isinstance(v, str) else "" for v in parts[c].tolist()] if c in parts
+def _rows(parts: pd.DataFrame | Table) -> list[_Row]:
+    def values(c: str) -> list[Any]:
+        return parts[c].tolist() if isinstance(parts, pd.DataFrame) else parts.col(c).tolist()
+
+    cols = [[v if isinstance(v, str) else "" for v in values(c)] if c in parts
             else [""] * len(parts) for c in _COLUMNS]
     return list(zip(*cols))
 
@@ -203,7 +208,7 @@ class _Extraction:
         return notes
 
 
-def extract(parts: pd.DataFrame, previous: str | None = None) -> _Notes:
+def extract(parts: pd.DataFrame | Table, previous: str | None = None) -> _Notes:
     """The sections of a summary of ``parts``, merged onto ``previous`` (and onto the
     text of any ``summary`` part among ``parts``)."""
     notes = _Notes()
@@ -242,6 +247,16 @@ class Structured(Summarizer):
     def summarize(self, parts: pd.DataFrame, previous: str | None = None, *,
                   budget_tokens: int = DEFAULT_BUDGET_TOKENS,
                   estimator: Estimator | str | None = None) -> Summary:
+        return self._summarize(parts, previous, budget_tokens, estimator)
+
+    def summarize_table(self, parts: Table, previous: str | None = None, *,
+                        budget_tokens: int = DEFAULT_BUDGET_TOKENS,
+                        estimator: Estimator | str | None = None) -> Summary:
+        """`summarize` reading the table's columns (no DataFrame is built)."""
+        return self._summarize(parts, previous, budget_tokens, estimator)
+
+    def _summarize(self, parts: pd.DataFrame | Table, previous: str | None,
+                   budget_tokens: int, estimator: Estimator | str | None) -> Summary:
         estimator = resolve_estimator(estimator)
         text = fit(extract(parts, previous), max(0, int(budget_tokens)), estimator)
         return Summary(text=text, input_tokens=input_tokens(parts, previous, estimator),
