@@ -39,7 +39,8 @@ import pandas as pd
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
 from ctxlab.stages.base import (Edit, Stage, View, equals, ints, is_na, labels, one_of,
-                               optional_text, part_rows, strings)
+                               optional_text, part_rows, strings, table_of)
+from ctxlab.stages.columns import hashed
 from ctxlab.stages.tool_output import REPLACED_COLUMNS, meta_dict, replacement
 
 PLACEHOLDER = "[File - refer to latest read below]"
@@ -196,8 +197,14 @@ def _file_reads(parts: pd.DataFrame) -> list[tuple[int, str, Any]]:
     results = results[np.array([_read_tool(n) for n in name[results].tolist()], dtype=bool)]
     if not len(results):
         return []
-    cids = strings(parts, "tool_call_id")
-    calls = np.flatnonzero((kind == "tool_call") & one_of(cids, set(cids[results].tolist())))
+    t = table_of(parts)
+    if t is not None:           # the calls of these results: by id hash (sort-based)
+        ids = hashed(t, "tool_call_id")
+        asked = ids[results]
+        calls = np.flatnonzero((kind == "tool_call") & np.isin(ids, asked[asked != -1]))
+    else:
+        cids = strings(parts, "tool_call_id")
+        calls = np.flatnonzero((kind == "tool_call") & one_of(cids, set(cids[results].tolist())))
     call_of = {c.tool_call_id: c for c in part_rows(parts, calls, ("tool_call_id", "content",
                                                                   "tool_name"))}
     rows: list[tuple[int, str, Any]] = []

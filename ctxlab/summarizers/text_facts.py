@@ -148,9 +148,20 @@ def _outcome(text: str) -> str:
 def _sentences(text: str) -> list[str]:
     out: list[str] = []
     for line in text.splitlines():
-        line = _LIST_MARK.sub("", line)
-        out.extend(s.strip() for s in _SENTENCE.split(" ".join(line.split())) if s.strip())
+        first = line.lstrip()[:1]
+        if not first:
+            continue
+        if first in _MARK_START:
+            line = _LIST_MARK.sub("", line)
+        line = " ".join(line.split())     # no space at either end, single spaces inside
+        if "." in line or "!" in line or "?" in line:
+            out.extend(s for s in _SENTENCE.split(line) if s)
+        elif line:
+            out.append(line)
     return out
+
+
+_MARK_START = frozenset("-*0123456789")   # what a `_LIST_MARK` opens with
 
 
 _cached = functools.lru_cache(maxsize=8192)
@@ -172,8 +183,11 @@ def _idents(text: str) -> tuple[str, ...]:
 def _said(text: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
     """Sentences, pending items and the last intent (``""``) of a user/assistant text."""
     sentences = tuple(_sentences(text))
+    # a sentence is a stretch of the text with its spacing made single spaces, so a
+    # pending item in one is one in the whole text so spaced: one search rules most out
     pending = tuple(_cut(s, 200) for s in sentences if _may_hold(s, _PENDING_WORDS)
-                    and _PENDING.search(s)) if _may_hold(text, _PENDING_WORDS) else ()
+                    and _PENDING.search(s)) \
+        if _may_hold(text, _PENDING_WORDS) and _PENDING.search(" ".join(text.split())) else ()
     intents = [s for s in sentences if _NEXT.match(s)]
     return sentences, pending, _cut(intents[-1], 200) if intents else ""
 
