@@ -385,10 +385,14 @@ def replaced(a: Table, rows: np.ndarray, b: Table) -> Table:
 
 
 def _same_values(v: np.ndarray, w: np.ndarray) -> bool:
-    """Two short arrays of one dtype hold the same values (NA equal to NA)."""
-    if v.dtype == object:
-        return all(x is y or (x == y) is True for x, y in zip(v.tolist(), w.tolist()))
-    return bool(np.array_equal(v, w, equal_nan=v.dtype.kind in "fc"))
+    """Two arrays of one dtype hold the same values (NA equal to NA)."""
+    if len(v) > 16:
+        if v.dtype == object:
+            return all(x is y or (x == y) is True for x, y in zip(v.tolist(), w.tolist()))
+        return bool(np.array_equal(v, w, equal_nan=v.dtype.kind in "fc"))
+    a, b = v.tolist(), w.tolist()        # a few values: compared as Python objects
+    # (NaT becomes None; NaN is the one value not equal to itself)
+    return all(x is y or (x == y) is True or (x != x and y != y) for x, y in zip(a, b))
 
 
 def from_columns(values: Mapping[str, list[Any]], dtypes: Mapping[str, Any]) -> Table:
