@@ -21,7 +21,7 @@ from ctxlab.history import SessionHistory
 from ctxlab.layers import assign_layers
 from ctxlab.schema import Transcript
 from ctxlab.stages.base import Edit, Stage, View, equals
-from ctxlab.stages.columns import codes, hashed
+from ctxlab.stages.columns import codes, hashed, one_of
 from ctxlab.stages.grammar import view_grammar
 from ctxlab.stages.table import Table, interleave, replaced
 from ctxlab.tokens.base import Estimator
@@ -218,7 +218,7 @@ def edit_view(view: View, hide: Sequence[int],
     """The view after an edit (hidden parts gone, inserted parts counted and placed), and
     the rows the edit removed and added (with tokens and layer)."""
     p = view.table
-    gone = _member(p.ints("part"), hide)
+    gone = one_of(p.ints("part"), hide)
     old_rows = np.flatnonzero(gone)
     removed = p.take(old_rows)
     if len(inserted):               # kept and inserted rows merged in position order
@@ -258,16 +258,6 @@ def edit_view(view: View, hide: Sequence[int],
         if "grammar_scan" in view._memo:
             out._memo["grammar_scan"] = view._memo["grammar_scan"]
     return out, removed, added
-
-
-def _member(ids: np.ndarray, values: Sequence[int]) -> np.ndarray:
-    """``np.isin(ids, values)``; a few values are compared one by one (faster)."""
-    if len(values) > 8:
-        return np.isin(ids, np.asarray(values, dtype=np.int64))
-    out = np.zeros(len(ids), dtype=bool)
-    for v in values:
-        out |= ids == v
-    return out
 
 
 def _slots(pos: np.ndarray, rows: np.ndarray, new_pos: np.ndarray) -> np.ndarray | None:

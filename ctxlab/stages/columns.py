@@ -161,14 +161,17 @@ def count_rows(parts: Rows) -> int:
 
 
 def one_of(values: np.ndarray, options: Any) -> np.ndarray:
-    """Boolean array: which of ``values`` (an object array, None for NA) are in ``options``
-    (NA never is). Unlike `numpy.isin`, never sorts, so mixed None and text are fine."""
+    """Boolean array: which of ``values`` (an object array, None for NA, or a numeric one)
+    are in ``options`` (NA never is). Unlike `numpy.isin`, never sorts object values, so
+    mixed None and text are fine; a few options are compared one by one (faster)."""
     options = [o for o in dict.fromkeys(options) if o is not None]
     if len(options) <= 8:
         out = np.zeros(len(values), dtype=bool)
         for o in options:
             out |= values == o
         return out
+    if values.dtype != object:
+        return np.isin(values, np.asarray(options, dtype=values.dtype))
     allowed = frozenset(options)
     return np.fromiter((v in allowed for v in values), dtype=bool, count=len(values))
 
