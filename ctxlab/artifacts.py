@@ -250,18 +250,15 @@ _LOCK = threading.Lock()
 _ARRAYS: dict[int, np.ndarray] = {}     # _KIND_OF / _VALUE_OF as arrays, by id
 
 
-def _extractall(text: pd.Series, pattern: re.Pattern[str],
-                words: tuple[str, ...] = ()) -> tuple[np.ndarray, pd.DataFrame]:
-    """``text.str.extractall(pattern)`` as the index label of each match's text and one
-    column per group (NA where a group took no part), without building a MultiIndex;
-    with ``words``, only the texts holding one of them are searched (every match of
-    ``pattern`` must hold one). Every group of ``pattern`` matches at least one
-    character, so an empty group is one that took no part."""
-    labels = text.index.to_numpy()
+def _findall(text: pd.Series, pattern: re.Pattern[str],
+             words: tuple[str, ...] = ()) -> tuple[list[Any], list[tuple[str, ...]]]:
+    """The index label of each match's text and the match's groups (``""`` for a group
+    that took no part), in order; with ``words``, only the texts holding one of them are
+    searched (every match of ``pattern`` must hold one)."""
     rows: list[Any] = []
     found: list[Any] = []
     single = pattern.groups == 1
-    for label, t in zip(labels.tolist(), text.tolist()):
+    for label, t in zip(text.index.tolist(), text.tolist()):
         if words and not any(w in t for w in words):
             continue
         hits = pattern.findall(t)
@@ -271,35 +268,60 @@ def _extractall(text: pd.Series, pattern: re.Pattern[str],
                 found.extend((h,) for h in hits)
             else:
                 found.extend(hits)
+    return rows, found
+
+
+def _extractall(text: pd.Series, pattern: re.Pattern[str],
+                words: tuple[str, ...] = ()) -> tuple[np.ndarray, pd.DataFrame]:
+    """``text.str.extractall(pattern)`` as the index label of each match's text and one
+    column per group (NA where a group took no part), without building a MultiIndex
+    (`_findall`). Every group of ``pattern`` matches at least one character, so an empty
+    group is one that took no part."""
+    rows, found = _findall(text, pattern, words)
     names = sorted(pattern.groupindex, key=pattern.groupindex.__getitem__)
     cols = zip(*found) if found else [()] * len(names)
     m = pd.DataFrame({n: pd.array([v or None for v in c], dtype=text.dtype)
                       for n, c in zip(names, cols)})
-    return np.asarray(rows, dtype=labels.dtype), m
+    return np.asarray(rows, dtype=text.index.dtype), m
+
+
+_G = {name: i - 1 for name, i in _TOKENS_RE.groupindex.items()}   # group -> tuple position
 
 
 def _tokens(text: pd.Series) -> pd.DataFrame:
-    row, m = _extractall(text, _TOKENS_RE)
-    if m.empty:
+    """Paths, identifiers, dates and numbers (kind by kind, each in match order)."""
+    rows, found = _findall(text, _TOKENS_RE)
+    if not found:
         return _frame([], "path", pd.Series([]))
-    out = [_frame(row, "path", m["path"]), _frame(row, "identifier", m["ident"])]
-    iso = m["iso"].fillna("")
-    for d, mo, y in (("d1", "m1", "y1"), ("d2", "m2", "y2")):
-        month = m[mo].str[:3].str.lower().map(_MONTHS)
-        alt = m[y] + "-" + month + "-" + m[d].str.zfill(2)
-        iso = iso.where(m[mo].isna(), alt)
-    out.append(_frame(row, "date", iso.where(iso != "")))
-    num = m["num"].str.replace(",", "", regex=False)
-    unit = m["unit"].str.lower()
-    digits = num.str.split(".", n=1).str[0].str.len()
-    keep = ((digits >= 3).fillna(False) | unit.notna() | m["cur"].notna()
-            | m["mark"].notna()) & num.notna()
-    value = m["cur"].fillna("") + num
-    value = value.where(m["mark"].ne("#").fillna(True), "#" + value)
-    sep = pd.Series(" ", index=unit.index, dtype="string").where(unit != "%", "")
-    value = value.where(unit.isna(), value + sep + unit)
-    out.append(_frame(row, "number", value.where(keep)))
-    return pd.concat([o.dropna(subset=["value"]) for o in out], ignore_index=True)
+    g = _G
+    by_kind: dict[str, tuple[list[Any], list[str]]] = {
+        k: ([], []) for k in ("path", "identifier", "date", "number")}
+
+    def add(kind: str, row: Any, value: str) -> None:
+        by_kind[kind][0].append(row)
+        by_kind[kind][1].append(value)
+
+    for row, h in zip(rows, found):
+        if h[g["path"]]:
+            add("path", row, h[g["path"]])
+        if h[g["ident"]]:
+            add("identifier", row, h[g["ident"]])
+        iso = h[g["iso"]]
+        for d, mo, y in (("d1", "m1", "y1"), ("d2", "m2", "y2")):
+            if h[g[mo]]:
+                iso = f"{h[g[y]]}-{_MONTHS[h[g[mo]][:3].lower()]}-{h[g[d]].zfill(2)}"
+        if iso:
+            add("date", row, iso)
+        num = h[g["num"]].replace(",", "")
+        if not num:
+            continue
+        unit, cur, mark = h[g["unit"]].lower(), h[g["cur"]], h[g["mark"]]
+        if len(num.split(".", 1)[0]) >= 3 or unit or cur or mark:
+            value = ("#" if mark == "#" else "") + cur + num
+            add("number", row, value + ("" if unit in ("", "%") else " ") + unit)
+    return pd.concat([_frame(pd.Series(r, dtype=text.index.dtype), k,
+                             pd.Series(v, dtype=object)) for k, (r, v) in by_kind.items()],
+                     ignore_index=True)
 
 
 def _errors(text: pd.Series) -> pd.DataFrame:
