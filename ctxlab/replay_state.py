@@ -166,28 +166,30 @@ def ledger_rows(session: str, compactions: list[tuple[int, list[StageRun]]]) -> 
     in position order, then the inserted ones (a part inserted and hidden in the same
     compaction is in both)."""
     cols: dict[str, list[np.ndarray]] = {k: [] for k in (
-        "order", "action", "pos", "event", "call", "stage", "reason", "part", "tokens",
-        *_LEDGER_TEXT)}
+        "pos", "part", "tokens", *_LEDGER_TEXT)}
+    each: dict[str, list[Any]] = {k: [] for k in (    # one value per frame, repeated
+        "order", "action", "event", "call", "stage", "reason")}
+    sizes: list[int] = []
     for i, (call, made) in enumerate(compactions):
         for run in made:
             for action, frame in ((0, run.removed), (1, run.added)):
                 if frame is None or frame.empty:
                     continue
-                n = len(frame)
-                cols["order"].append(np.full(n, i))
-                cols["action"].append(np.full(n, action))
+                sizes.append(len(frame))
+                for k, v in (("order", i), ("action", action), ("event", int(run.event)),
+                             ("call", call), ("stage", run.stage), ("reason", run.reason)):
+                    each[k].append(v)
                 cols["pos"].append(np.asarray(frame.col("pos"), dtype=np.float64))
-                cols["event"].append(np.full(n, int(run.event)))
-                cols["call"].append(np.full(n, call))
-                cols["stage"].append(np.full(n, run.stage, dtype=object))
-                cols["reason"].append(np.full(n, run.reason, dtype=object))
                 cols["part"].append(frame.ints("part"))
                 cols["tokens"].append(frame.ints("tokens"))
                 for c in _LEDGER_TEXT:
                     cols[c].append(frame.col(c))
-    if not cols["order"]:
+    if not sizes:
         return empty_ledger()
     flat = {k: np.concatenate(v) for k, v in cols.items()}
+    for k, v in each.items():
+        flat[k] = np.repeat(np.array(v, dtype=object if k in ("stage", "reason") else None),
+                            sizes)
     order = np.lexsort((flat["pos"], flat["action"], flat["order"]))
     out = {k: v[order] for k, v in flat.items()}
     n = len(order)

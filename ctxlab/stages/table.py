@@ -322,8 +322,7 @@ def interleave(a: Table, a_rows: np.ndarray, b: Table, b_rows: np.ndarray,
             order[from_a] = np.arange(len(a_rows))
             order[from_b] = len(a_rows) + np.arange(len(b_rows))
             return both.take(order)
-        dtype = v.dtype if v.dtype == w.dtype or v.dtype == object else \
-            (w.dtype if w.dtype == object else np.float64)
+        dtype = _common_dtype(v, w)
         if name is not None and v.ndim == 1:    # room for the next request to `append`
             buf = bufs[name] = Buffer(dtype, n)
             out = buf.data[:n]
@@ -333,11 +332,24 @@ def interleave(a: Table, a_rows: np.ndarray, b: Table, b_rows: np.ndarray,
         out[from_b] = w[b_rows]
         return out
 
-    out = Table({k: merged(v, b.col(k), k) for k, v in a.cols.items()}, a.dtypes, n,
+    return _combined(a, b, n, merged, bufs)
+
+
+def _common_dtype(v: np.ndarray, w: np.ndarray) -> np.dtype:
+    """The dtype holding the values of both arrays (object, or float for mixed numbers)."""
+    return v.dtype if v.dtype == w.dtype or v.dtype == object else \
+        (w.dtype if w.dtype == object else np.dtype(np.float64))
+
+
+def _combined(a: Table, b: Table, n: int, column: Callable[..., Any],
+              bufs: dict[str, Buffer]) -> Table:
+    """A table of ``n`` rows with ``a``'s columns and derived arrays, each made by
+    ``column(a's array, b's array, name)`` (name None for a derived array)."""
+    out = Table({k: column(v, b.col(k), k) for k, v in a.cols.items()}, a.dtypes, n,
                 fresh=True)
     out._bufs = bufs
     for k, d in a._derived.items():
-        values = merged(d.values, b.derived(k, d.columns, d.fn))
+        values = column(d.values, b.derived(k, d.columns, d.fn))
         values.flags.writeable = False
         out._derived[k] = Derived(d.fn, d.columns, values)
     return out
@@ -368,20 +380,12 @@ def replaced(a: Table, rows: np.ndarray, b: Table) -> Table:
             if name is not None and name in a._bufs:
                 bufs[name] = a._bufs[name]
             return v
-        dtype = v.dtype if v.dtype == w.dtype or v.dtype == object else \
-            (w.dtype if w.dtype == object else np.float64)
-        out = np.empty((n, *v.shape[1:]), dtype=dtype)
+        out = np.empty((n, *v.shape[1:]), dtype=_common_dtype(v, w))
         out[:] = v
         out[rows] = w
         return out
 
-    out = Table({k: put(v, b.col(k), k) for k, v in a.cols.items()}, a.dtypes, n, fresh=True)
-    out._bufs = bufs
-    for k, d in a._derived.items():
-        values = put(d.values, b.derived(k, d.columns, d.fn))
-        values.flags.writeable = False
-        out._derived[k] = Derived(d.fn, d.columns, values)
-    return out
+    return _combined(a, b, n, put, bufs)
 
 
 def _same_values(v: np.ndarray, w: np.ndarray) -> bool:
