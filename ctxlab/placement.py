@@ -151,6 +151,10 @@ class Placement:
         already placed in between; when that gap is used up, in the widest gap among
         the hidden parts around the anchor (`ctxlab.placement`). ``hiding``: parts the
         edit hides."""
+        if len(inserts) > 2:
+            spread = self._spread_positions(inserts)
+            if spread is not None:
+                return spread
         taken: list[float] = []
         ordered: list[float] = []             # taken, sorted
         for new in inserts:
@@ -177,6 +181,46 @@ class Placement:
             taken.append(p)
             bisect.insort(ordered, p)
         return taken
+
+    def _spread_positions(self, inserts: tuple[NewPart, ...]) -> list[float] | None:
+        """`_insert_positions` of many inserts at once, when each has a gap to itself (the
+        gap next to its anchor, between two neighbouring parts, is no other insert's and
+        is not used up): the middle of each gap. None otherwise."""
+        a = np.array([self._anchor(n.anchor)[0] for n in inserts], dtype=np.float64)
+        after = np.array([n.side == "after" for n in inserts], dtype=bool)
+        new_pos = np.asarray(self._new_pos_sorted, dtype=np.float64)
+
+        def nearest(side: str) -> np.ndarray:  # _above / _below of every anchor
+            if side == "right":
+                i = np.searchsorted(self._sorted_pos, a, side="right")
+                j = np.searchsorted(new_pos, a, side="right")
+                best = np.where(i < len(self._sorted_pos),
+                                self._sorted_pos[np.minimum(i, len(self._sorted_pos) - 1)]
+                                if len(self._sorted_pos) else np.inf, np.inf)
+                other = np.where(j < len(new_pos), new_pos[np.minimum(j, len(new_pos) - 1)]
+                                 if len(new_pos) else np.inf, np.inf)
+                return np.minimum(best, other)
+            i = np.searchsorted(self._sorted_pos, a, side="left")
+            j = np.searchsorted(new_pos, a, side="left")
+            best = np.where(i > 0, self._sorted_pos[np.maximum(i - 1, 0)]
+                            if len(self._sorted_pos) else -np.inf, -np.inf)
+            other = np.where(j > 0, new_pos[np.maximum(j - 1, 0)] if len(new_pos) else -np.inf,
+                             -np.inf)
+            return np.maximum(best, other)
+
+        above = nearest("right")
+        hi = np.where(after, np.where(np.isfinite(above), above, a + 1.0), a)
+        if after.all():
+            lo = a
+        else:
+            below = nearest("left")
+            lo = np.where(after, a, np.where(np.isfinite(below), below, a - 1.0))
+        if len(set(zip(lo.tolist(), hi.tolist()))) < len(inserts):
+            return None                         # two inserts in one gap: one at a time
+        if not (hi - lo > TIGHT * np.maximum(1.0, np.maximum(np.abs(lo), np.abs(hi)))).all():
+            return None
+        p = lo + (hi - lo) / 2.0
+        return p.tolist() if ((lo < p) & (p < hi)).all() else None
 
     def _positions_hidden(self, hiding: list[int]) -> tuple[np.ndarray, np.ndarray]:
         """Every part's position, sorted, and whether it is hidden (or in ``hiding``)."""

@@ -208,3 +208,25 @@ def test_a_view_after_an_edit_keeps_its_grammar_only_when_every_part_was_replace
     assert got[2] == fresh[2]
     from ctxlab.layers import assign_layers       # kept or assigned again, the same layers
     assert after.table.col("layer").tolist() == assign_layers(after.table).tolist()
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 60), st.sampled_from(["before", "after"])),
+                min_size=3, max_size=12))
+def test_many_inserts_are_placed_at_once_where_one_at_a_time_puts_them(t, anchors):
+    """An edit of many inserts (prune's placeholders) is placed at once when every insert
+    has a gap of its own; with shared gaps (the same anchor twice, or "after" one part and
+    "before" the next) one at a time. Either way the positions are those of placing the
+    inserts one by one."""
+    s = t.sessions[0]
+    end = call_end_pos(t, s, int(t.calls["call"].max()))
+    parts = SessionHistory(t, s).visible(end)["part"].astype(int).tolist()
+    news = tuple(NewPart(content=f"[{i}]", kind="marker", role="user", anchor=parts[k],
+                         side=side) for i, (k, side) in enumerate(anchors))
+    edit = Edit(stage="x", reason="r", hide=(), insert=news)
+    at_once, one_by_one = SessionHistory(t, s), SessionHistory(t, s)
+    one_by_one._spread_positions = lambda inserts: None       # type: ignore[method-assign]
+    a = at_once.apply(edit, end_pos=end)[1].col("pos").tolist()
+    b = one_by_one.apply(edit, end_pos=end)[1].col("pos").tolist()
+    assert a == b
+    assert at_once.visible(end)["part"].tolist() == one_by_one.visible(end)["part"].tolist()
