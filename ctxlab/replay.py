@@ -242,7 +242,9 @@ def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[st
         if previous is not None:
             anchor.resume(previous, base, session, first)
         t = _walk_session(t, session, calls, settings, rows, events, ledger, anchor)
-    calls_df = pd.DataFrame(rows)
+    # every row has the same keys in the same order (`call_row`): built column by column
+    calls_df = pd.DataFrame({k: [r[k] for r in rows] for k in rows[0]}) if rows \
+        else pd.DataFrame()
     events_df = events_frame(events)
     ledger_df = pd.concat(ledger, ignore_index=True) if ledger else empty_ledger()
     if previous is not None:
