@@ -77,6 +77,25 @@ def assign_layers(parts: Rows) -> np.ndarray:
 _ATTACHMENT, _SYSTEM, _TOOLS, _USER_TEXT = 1, 2, 4, 8
 
 
+def layer_categories(t: Table) -> np.ndarray:
+    """Per part, what of its layer does not depend on the request's current turn:
+    ``"system"``, ``"tools"``, ``"attach"`` (an attachment: carried or current) or
+    ``"other"`` (history, current or prompt). A replay keeps a token sum per category.
+
+    Example:
+        >>> t = Table.from_frame(pd.DataFrame({"role": ["system", "user", "user"],
+        ...     "kind": ["text", "attachment", "text"],
+        ...     "content": ["You are...", "file", "<system-reminder>x</system-reminder>"]}))
+        >>> layer_categories(t).tolist()
+        ['system', 'attach', 'system']
+    """
+    cls = t.derived("layer_class", ("role", "kind", "content"), _classes)
+    out = np.where((cls & _ATTACHMENT) != 0, "attach", "other").astype(object)
+    out[(cls & _SYSTEM) != 0] = "system"
+    out[(cls & _TOOLS) != 0] = "tools"
+    return out
+
+
 def _classes(t: Table) -> np.ndarray:
     """Per part: attachment, system (a system part that is not a summary or marker, or
     context injected into a user text), tool schema, user text."""

@@ -27,11 +27,11 @@ import pandas as pd
 from ctxlab.engine import Budget, StageRun, make_view, request_parts
 from ctxlab.errors import CtxlabError
 from ctxlab.history import SessionHistory
-from ctxlab.layers import assign_layers
+from ctxlab.layers import assign_layers, layer_categories
 from ctxlab.pipeline import (Pipeline, compact_view, pipeline_estimator, provider_for,
                              resolve_pipeline)
 from ctxlab.replay_state import (Anchor, Sums, after_values, apply_to_sums, call_row,
-                                 categories, empty_ledger, event_row, events_frame, ledger_rows,
+                                 empty_ledger, event_row, events_frame, ledger_rows,
                                  prompt_messages, window_of)
 from ctxlab.schema import Transcript
 from ctxlab.stages.base import View
@@ -269,7 +269,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
     f = history.frame
     lo, hi = history.lo.tolist(), history.hi.tolist()
     tokens = est.count_parts(history.table).tolist()
-    cats = categories(f).tolist()
+    cats = layer_categories(history.table).tolist()
     turns = f["turn"].to_numpy(dtype=np.int64, na_value=0).tolist()
     msgs = f["msg"].to_numpy(dtype=np.int64).tolist()
     prompt_of = prompt_messages(f)

@@ -15,25 +15,12 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.engine import StageRun
-from ctxlab.layers import INJECTED_CONTEXT
 from ctxlab.pipeline import Pipeline, trigger_scope
 from ctxlab.schema import TEXT, Transcript
 from ctxlab.tokens.windows import resolve_window
 
 if TYPE_CHECKING:
     from ctxlab.replay import Replay
-
-
-def categories(f: pd.DataFrame) -> np.ndarray:
-    """Layer category of every part that does not depend on the current turn."""
-    role = f["role"].to_numpy(dtype=object)
-    kind = f["kind"].to_numpy(dtype=object)
-    injected = f["content"].str.match(INJECTED_CONTEXT).to_numpy(dtype=bool, na_value=False)
-    cat = np.where(kind == "attachment", "attach", "other").astype(object)
-    cat[((role == "system") & ~np.isin(kind, ["summary", "marker"]))
-        | (injected & (role == "user") & (kind == "text"))] = "system"
-    cat[kind == "tool_schema"] = "tools"
-    return cat
 
 
 class Sums:

@@ -141,13 +141,13 @@ def _length_counter(heads: list[str], bodies: list[list[tuple[int, str]]],
     """For a character-ratio estimator, the token count of the rendering without the first
     k dropped entries from the line lengths alone (lengths add up over joined lines in
     every unit, and the count is a function of the length); None for other estimators."""
-    from ctxlab.tokens.base import text_lengths, text_series
+    from ctxlab.tokens.base import text_lengths_of
     from ctxlab.tokens.heuristics import CharRatio
 
     if type(estimator) is not CharRatio:
         return None
     lines = heads + [_NONE] + [line for body in bodies for _, line in body]
-    lengths = text_lengths(text_series(lines), estimator.unit).tolist()
+    lengths = text_lengths_of(lines, estimator.unit).tolist()
     fixed, none = sum(lengths[:len(heads)]), lengths[len(heads)]
     it = iter(lengths[len(heads) + 1:])
     sized = [[(r, next(it)) for r, _ in body] for body in bodies]
