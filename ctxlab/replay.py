@@ -272,7 +272,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
     cats = layer_categories(history.table).tolist()
     turns = f["turn"].to_numpy(dtype=np.int64, na_value=0).tolist()
     msgs = f["msg"].to_numpy(dtype=np.int64).tolist()
-    prompt_of = prompt_messages(f)
+    prompt_of = prompt_messages(history.table)
     sums = Sums(overhead)
     order = np.argsort(history.lo, kind="stable").tolist()
     exits: list[tuple[float, int]] = []
@@ -384,7 +384,9 @@ class RequestRows:
     def seed(self, view: View) -> None:
         """Give the view of the request just built its grammar, extended from the last
         request's to the rows that arrived (when it only grew)."""
-        if self._grown_from is not None and self._scan is not None:
+        # (many new rows, at a compaction long after the last one: a whole scan is cheaper)
+        if self._grown_from is not None and self._scan is not None \
+                and view.table.n - self._grown_from <= 32:
             scan = grown_scan(self._scan, view.table, self._grown_from)
             if scan is not None:
                 view._memo["problem_rows"] = scan.found

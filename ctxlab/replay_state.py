@@ -17,6 +17,8 @@ import pandas as pd
 from ctxlab.engine import StageRun
 from ctxlab.pipeline import Pipeline, trigger_scope
 from ctxlab.schema import TEXT, Transcript
+from ctxlab.stages.columns import equals
+from ctxlab.stages.table import Table
 from ctxlab.tokens.windows import resolve_window
 
 if TYPE_CHECKING:
@@ -122,10 +124,15 @@ def window_of(model: Any) -> int:
 _WINDOWS: dict[str | None, int] = {}
 
 
-def prompt_messages(f: pd.DataFrame) -> dict[int, int]:
-    """The prompt message (first user text message) of every turn."""
-    users = f[(f["role"] == "user") & (f["kind"] == "text")]
-    return {int(k): int(v) for k, v in users.groupby("turn")["msg"].min().items()}
+def prompt_messages(t: Table) -> dict[int, int]:
+    """The prompt message (the smallest message id among the user texts) of every turn."""
+    users = np.flatnonzero(equals(t, "role", "user") & equals(t, "kind", "text")
+                           & ~t.isna("turn"))
+    turn, msg = t.ints("turn")[users], t.ints("msg")[users]
+    order = np.lexsort((msg, turn))             # by turn, then message
+    turn, msg = turn[order], msg[order]
+    first = np.concatenate(([True], turn[1:] != turn[:-1])) if len(turn) else turn.astype(bool)
+    return dict(zip(turn[first].tolist(), msg[first].tolist()))
 
 
 def apply_to_sums(sums: Sums, made: list[StageRun]) -> None:

@@ -122,3 +122,31 @@ def test_a_replay_that_never_triggers_reproduces_the_logs_own_requests(name):
         _, after = r.at(row.call, session=row.session)
         want = request_parts(base, row.session, call_end_pos(base, row.session, row.call))
         pd.testing.assert_frame_equal(after.drop(columns=["tokens", "layer"]), want)
+
+
+@pytest.mark.parametrize("name", ["coding_session.jsonl", "coding_session_b.jsonl",
+                                  "projects_mode.jsonl"])
+def test_prompt_of_each_turn_is_its_first_user_text(name):
+    """The walk's prompt message per turn (NumPy) is the groupby's: the smallest message
+    id among the turn's user texts."""
+    from ctxlab.history import SessionHistory
+    from ctxlab.replay_state import prompt_messages
+    t = ctxlab.load(DATASETS / name)
+    for s in t.sessions:
+        h = SessionHistory(t, s)
+        f = h.frame
+        users = f[(f["role"] == "user") & (f["kind"] == "text")]
+        want = {int(k): int(v) for k, v in users.groupby("turn")["msg"].min().items()}
+        assert prompt_messages(h.table) == want and want
+
+
+def test_character_counts_of_a_request_equal_counts_of_its_texts():
+    """`count_values` (what a replay calls on every request) takes character lengths
+    afresh and caches UTF-8 ones; both equal `count`, NA counting as the empty text."""
+    import numpy as np
+    texts = np.array(["abcd", None, "é😀" * 7, "", "x" * 101], dtype=object)
+    for spec in ("chars:4", "chars:3.5", "neurolink:anthropic"):
+        est = ctxlab.estimator(spec)
+        want = est.count(["" if x is None else x for x in texts]).tolist()
+        assert est.count_values(texts).tolist() == want
+        assert est.count_values(texts[[0, 2, 4]]).tolist() == [want[0], want[2], want[4]]
