@@ -188,25 +188,23 @@ class Placement:
         is not used up): the middle of each gap. None otherwise."""
         a = np.array([self._anchor(n.anchor)[0] for n in inserts], dtype=np.float64)
         after = np.array([n.side == "after" for n in inserts], dtype=bool)
-        new_pos = np.asarray(self._new_pos_sorted, dtype=np.float64)
+        placed, sorted_pos = self._new_pos_sorted, self._sorted_pos   # (a list: bisect it)
 
         def nearest(side: str) -> np.ndarray:  # _above / _below of every anchor
             if side == "right":
-                i = np.searchsorted(self._sorted_pos, a, side="right")
-                j = np.searchsorted(new_pos, a, side="right")
-                best = np.where(i < len(self._sorted_pos),
-                                self._sorted_pos[np.minimum(i, len(self._sorted_pos) - 1)]
-                                if len(self._sorted_pos) else np.inf, np.inf)
-                other = np.where(j < len(new_pos), new_pos[np.minimum(j, len(new_pos) - 1)]
-                                 if len(new_pos) else np.inf, np.inf)
-                return np.minimum(best, other)
-            i = np.searchsorted(self._sorted_pos, a, side="left")
-            j = np.searchsorted(new_pos, a, side="left")
-            best = np.where(i > 0, self._sorted_pos[np.maximum(i - 1, 0)]
-                            if len(self._sorted_pos) else -np.inf, -np.inf)
-            other = np.where(j > 0, new_pos[np.maximum(j - 1, 0)] if len(new_pos) else -np.inf,
-                             -np.inf)
-            return np.maximum(best, other)
+                i = np.searchsorted(sorted_pos, a, side="right")
+                best = np.where(i < len(sorted_pos),
+                                sorted_pos[np.minimum(i, len(sorted_pos) - 1)]
+                                if len(sorted_pos) else np.inf, np.inf)
+                j = [bisect.bisect_right(placed, x) for x in a.tolist()]
+                other = [placed[k] if k < len(placed) else np.inf for k in j]
+                return np.minimum(best, np.asarray(other, dtype=np.float64))
+            i = np.searchsorted(sorted_pos, a, side="left")
+            best = np.where(i > 0, sorted_pos[np.maximum(i - 1, 0)]
+                            if len(sorted_pos) else -np.inf, -np.inf)
+            j = [bisect.bisect_left(placed, x) for x in a.tolist()]
+            other = [placed[k - 1] if k else -np.inf for k in j]
+            return np.maximum(best, np.asarray(other, dtype=np.float64))
 
         above = nearest("right")
         hi = np.where(after, np.where(np.isfinite(above), above, a + 1.0), a)
