@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.engine import StageRun
+from ctxlab.layers import layer_categories
 from ctxlab.pipeline import Pipeline, trigger_scope
 from ctxlab.schema import TEXT, Transcript
 from ctxlab.stages.columns import equals
@@ -141,12 +142,8 @@ def apply_to_sums(sums: Sums, made: list[StageRun]) -> None:
         for frame, sign in ((run.removed, -1), (run.added, +1)):
             if frame is None or frame.empty:
                 continue
-            # the layer already says system and tools; the rest is attachment or other
-            cats = [layer if layer in ("system", "tools") else
-                    "attach" if kind == "attachment" else "other"
-                    for layer, kind in zip(frame.col("layer").tolist(),
-                                           frame.col("kind").tolist())]
-            for cat, n, turn, msg in zip(cats, frame.ints("tokens").tolist(),
+            for cat, n, turn, msg in zip(layer_categories(frame).tolist(),
+                                         frame.ints("tokens").tolist(),
                                          frame.ints("turn").tolist(),
                                          frame.ints("msg").tolist()):
                 sums.add(cat, n, turn, msg, sign)
