@@ -28,7 +28,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 import pandas as pd
 
-from ctxlab.stages.base import Rows, count_rows, equals, ints, labels
+from ctxlab.stages.base import Rows, count_rows, ints
 from ctxlab.stages.columns import table_of
 from ctxlab.stages.table import Table
 
@@ -97,66 +97,29 @@ def layer_categories(t: Table) -> np.ndarray:
 
 
 def _classes(t: Table) -> np.ndarray:
-    """Per part: attachment, system (a system part that is not a summary or marker, or
-    context injected into a user text), tool schema, user text."""
-    if t.n <= 16 and "content" in t:         # a few rows (a call's new parts): one by one
-        return np.fromiter((_class(r, k, c) for r, k, c in zip(
-            t.col("role").tolist(), t.col("kind").tolist(), t.col("content").tolist())),
-            dtype=np.int8, count=t.n)
-
-    def kind(value: str) -> np.ndarray:
-        return equals(t, "kind", value)
-
-    user_text = equals(t, "role", "user") & kind("text")
-    system = equals(t, "role", "system") & ~kind("summary") & ~kind("marker")
-    if "content" in t:
-        rows = np.flatnonzero(user_text)
-        if len(rows):
-            system[rows[injected_context(labels(t, "content")[rows])]] = True
-    return (kind("attachment") * _ATTACHMENT + system * _SYSTEM + kind("tool_schema") * _TOOLS
-            + user_text * _USER_TEXT).astype(np.int8)
+    """`_class` of every part (a table's, once: the array travels with the rows)."""
+    contents = t.col("content").tolist() if "content" in t else [None] * t.n
+    return np.fromiter((_class(r, k, c) for r, k, c in zip(
+        t.col("role").tolist(), t.col("kind").tolist(), contents)), dtype=np.int8, count=t.n)
 
 
 def _class(role: Any, kind: Any, content: Any) -> int:
-    """`_classes` of one part."""
-    if kind == "tool_schema":
-        return _TOOLS + (_SYSTEM if role == "system" else 0)
-    if kind == "attachment":
-        return _ATTACHMENT + (_SYSTEM if role == "system" else 0)
-    if role == "system":
-        return 0 if kind in ("summary", "marker") else _SYSTEM
-    if role == "user" and kind == "text":
-        return _USER_TEXT + (_SYSTEM if injected_context(np.array([content], dtype=object))[0]
-                             else 0)
-    return 0
+    """What of one part's layer depends on the part alone, as `_ATTACHMENT`, `_SYSTEM`
+    (a system part that is not a summary or marker, or context a client injects into a
+    user text), `_TOOLS` (a tool schema) and `_USER_TEXT` flags."""
+    flags = _TOOLS if kind == "tool_schema" else _ATTACHMENT if kind == "attachment" else 0
+    if role == "system" and kind not in ("summary", "marker"):
+        flags |= _SYSTEM
+    elif role == "user" and kind == "text":
+        flags |= _USER_TEXT
+        if isinstance(content, str) and _INJECTED.match(content):
+            flags |= _SYSTEM
+    return flags
 
 
 _CODE = {name: i for i, name in enumerate(LAYERS)}
 _NAMES = np.array(LAYERS, dtype=object)
-
-
-def injected_context(texts: np.ndarray) -> np.ndarray:
-    """Which texts open with context a client injects (`INJECTED_CONTEXT`); None is not.
-
-    Answers are remembered per text (a replay asks about the same user messages at
-    every call), up to `_SEEN_MAX` texts.
-    """
-    seen = _SEEN
-    out = np.empty(len(texts), dtype=bool)
-    for i, t in enumerate(texts):
-        hit = seen.get(t)
-        if hit is None:
-            hit = isinstance(t, str) and _INJECTED.match(t) is not None
-            if len(seen) >= _SEEN_MAX:
-                seen.clear()
-            seen[t] = hit
-        out[i] = hit
-    return out
-
-
 _INJECTED = re.compile(INJECTED_CONTEXT)
-_SEEN: dict[object, bool] = {}
-_SEEN_MAX = 65_536
 
 
 def layers_df(parts: pd.DataFrame, *, overhead_tokens: int = 0) -> pd.DataFrame:

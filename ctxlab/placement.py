@@ -94,17 +94,27 @@ class Placement:
 
     def _below(self, x: float) -> float:
         """The largest part position below ``x`` (-inf when none)."""
-        i = int(np.searchsorted(self._sorted_pos, x, side="left"))
-        best = float(self._sorted_pos[i - 1]) if i else -np.inf
-        j = bisect.bisect_left(self._new_pos_sorted, x)
-        return max(best, self._new_pos_sorted[j - 1]) if j else best
+        return float(self._nearest(np.array([x]), above=False)[0])
 
     def _above(self, x: float) -> float:
         """The smallest part position above ``x`` (inf when none)."""
-        i = int(np.searchsorted(self._sorted_pos, x, side="right"))
-        best = float(self._sorted_pos[i]) if i < len(self._sorted_pos) else np.inf
-        j = bisect.bisect_right(self._new_pos_sorted, x)
-        return min(best, self._new_pos_sorted[j]) if j < len(self._new_pos_sorted) else best
+        return float(self._nearest(np.array([x]), above=True)[0])
+
+    def _nearest(self, x: np.ndarray, *, above: bool) -> np.ndarray:
+        """For each of ``x``, the nearest part position above it (inf when none) or below
+        it (-inf); inserted parts' positions are a sorted list, bisected."""
+        pos, placed = self._sorted_pos, self._new_pos_sorted
+        if above:
+            i = np.searchsorted(pos, x, side="right")
+            best = pos[np.minimum(i, len(pos) - 1)] if len(pos) else np.full(len(x), np.inf)
+            best = np.where(i < len(pos), best, np.inf)
+            j = [bisect.bisect_right(placed, v) for v in x.tolist()]
+            return np.minimum(best, [placed[k] if k < len(placed) else np.inf for k in j])
+        i = np.searchsorted(pos, x, side="left")
+        best = pos[np.maximum(i - 1, 0)] if len(pos) else np.full(len(x), -np.inf)
+        best = np.where(i > 0, best, -np.inf)
+        j = [bisect.bisect_left(placed, v) for v in x.tolist()]
+        return np.maximum(best, [placed[k - 1] if k else -np.inf for k in j])
 
     def event_position(self, end_pos: float) -> float:
         """Where an event applied just before a call (input ending at ``end_pos``) sits.
@@ -188,30 +198,12 @@ class Placement:
         is not used up): the middle of each gap. None otherwise."""
         a = np.array([self._anchor(n.anchor)[0] for n in inserts], dtype=np.float64)
         after = np.array([n.side == "after" for n in inserts], dtype=bool)
-        placed, sorted_pos = self._new_pos_sorted, self._sorted_pos   # (a list: bisect it)
-
-        def nearest(side: str) -> np.ndarray:  # _above / _below of every anchor
-            if side == "right":
-                i = np.searchsorted(sorted_pos, a, side="right")
-                best = np.where(i < len(sorted_pos),
-                                sorted_pos[np.minimum(i, len(sorted_pos) - 1)]
-                                if len(sorted_pos) else np.inf, np.inf)
-                j = [bisect.bisect_right(placed, x) for x in a.tolist()]
-                other = [placed[k] if k < len(placed) else np.inf for k in j]
-                return np.minimum(best, np.asarray(other, dtype=np.float64))
-            i = np.searchsorted(sorted_pos, a, side="left")
-            best = np.where(i > 0, sorted_pos[np.maximum(i - 1, 0)]
-                            if len(sorted_pos) else -np.inf, -np.inf)
-            j = [bisect.bisect_left(placed, x) for x in a.tolist()]
-            other = [placed[k - 1] if k else -np.inf for k in j]
-            return np.maximum(best, np.asarray(other, dtype=np.float64))
-
-        above = nearest("right")
+        above = self._nearest(a, above=True)
         hi = np.where(after, np.where(np.isfinite(above), above, a + 1.0), a)
         if after.all():
             lo = a
         else:
-            below = nearest("left")
+            below = self._nearest(a, above=False)
             lo = np.where(after, a, np.where(np.isfinite(below), below, a - 1.0))
         if len(set(zip(lo.tolist(), hi.tolist()))) < len(inserts):
             return None                         # two inserts in one gap: one at a time

@@ -61,10 +61,10 @@ _CONTENTS = ["plain", "<system-reminder>x</system-reminder>", "  <context>\nproj
 @given(st.lists(st.tuples(st.sampled_from(_ROLES), st.sampled_from(_KINDS),
                           st.sampled_from(_CONTENTS), st.integers(0, 3)), min_size=17,
                 max_size=40))
-def test_layers_of_a_few_parts_equal_those_of_many(rows):
-    """A call's few new parts get their layer classes one by one, a whole request's in
-    bulk: a request assembled from small tables has the layers of the same request read
-    whole, and of the DataFrame."""
+def test_layers_of_a_grown_request_equal_those_of_the_whole(rows):
+    """What of a layer depends on the part alone is computed once per part and travels
+    with the rows: a request assembled from small tables (as a replay's, call by call)
+    has the layers of the same request read whole, and of the DataFrame."""
     df = pd.DataFrame({"role": pd.array([r[0] for r in rows], dtype="string"),
                        "kind": pd.array([r[1] for r in rows], dtype="string"),
                        "content": pd.array([r[2] for r in rows], dtype="string"),

@@ -201,7 +201,7 @@ def _file_reads(parts: pd.DataFrame) -> list[tuple[int, str, Any]]:
     if t is not None:           # the calls of these results: by id hash (sort-based)
         ids = hashed(t, "tool_call_id")
         asked = ids[results]
-        calls = np.flatnonzero((kind == "tool_call") & np.isin(ids, asked[asked != -1]))
+        calls = np.flatnonzero((kind == "tool_call") & one_of(ids, asked[asked != -1].tolist()))
     else:
         cids = strings(parts, "tool_call_id")
         calls = np.flatnonzero((kind == "tool_call") & one_of(cids, set(cids[results].tolist())))

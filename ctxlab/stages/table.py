@@ -389,14 +389,11 @@ def replaced(a: Table, rows: np.ndarray, b: Table) -> Table:
 
 
 def _same_values(v: np.ndarray, w: np.ndarray) -> bool:
-    """Two arrays of one dtype hold the same values (NA equal to NA)."""
-    if len(v) > 16:
-        if v.dtype == object:
-            return all(x is y or (x == y) is True for x, y in zip(v.tolist(), w.tolist()))
-        return bool(np.array_equal(v, w, equal_nan=v.dtype.kind in "fc"))
-    a, b = v.tolist(), w.tolist()        # a few values: compared as Python objects
-    # (NaT becomes None; NaN is the one value not equal to itself)
-    return all(x is y or (x == y) is True or (x != x and y != y) for x, y in zip(a, b))
+    """Two arrays of one dtype (the few rows an edit replaces) hold the same values,
+    compared as Python objects: NA equals NA (NaT becomes None, NaN is the one value not
+    equal to itself)."""
+    return all(x is y or (x == y) is True or (x != x and y != y)
+               for x, y in zip(v.tolist(), w.tolist()))
 
 
 def from_columns(values: Mapping[str, list[Any]], dtypes: Mapping[str, Any]) -> Table:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import pandas as pd
 
 from ctxlab.errors import ConfigError, CtxlabError
+from ctxlab.stages.columns import strings
 from ctxlab.tokens.base import Estimator
 
 if TYPE_CHECKING:
@@ -158,12 +159,8 @@ def resolve_estimator(estimator: Estimator | str | None) -> Estimator:
 def input_tokens(parts: pd.DataFrame | Table, previous: str | None,
                  estimator: Estimator) -> int:
     """Tokens a summarizer reads: the parts' contents and the previous summary."""
-    if "content" not in parts:
-        contents = []
-    elif isinstance(parts, pd.DataFrame):
-        contents = parts["content"].fillna("").tolist()
-    else:
-        contents = [c if isinstance(c, str) else "" for c in parts.col("content").tolist()]
+    contents = [c if isinstance(c, str) else "" for c in strings(parts, "content").tolist()] \
+        if "content" in parts else []
     texts = contents + ([previous] if previous else [])
     return int(estimator.count(texts).sum()) if texts else 0
 

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any
 
 import pandas as pd
 
+from ctxlab.stages.columns import strings
 from ctxlab.stages.table import Table
 from ctxlab.summarizers import register
 from ctxlab.summarizers.base import (
@@ -98,11 +98,8 @@ _Row = tuple[str, str, str, str, str, str]   # the _COLUMNS of one part, "" for 
 
 
 def _rows(parts: pd.DataFrame | Table) -> list[_Row]:
-    def values(c: str) -> list[Any]:
-        return parts[c].tolist() if isinstance(parts, pd.DataFrame) else parts.col(c).tolist()
-
-    cols = [[v if isinstance(v, str) else "" for v in values(c)] if c in parts
-            else [""] * len(parts) for c in _COLUMNS]
+    cols = [[v if isinstance(v, str) else "" for v in strings(parts, c).tolist()]
+            if c in parts else [""] * len(parts) for c in _COLUMNS]
     return list(zip(*cols))
 
 
