@@ -11,6 +11,7 @@ annotated, rewindable transcript.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -170,23 +171,32 @@ class CompactResult:
     @property
     def note(self) -> str:
         """Why the request is over its target after compaction ('' when it is not)."""
-        if self.over_window and not self.triggered:
-            return (f"over the {self.window_tokens:,}-token window, but the trigger did not "
-                    f"fire (it measures {self.trigger_scope})")
-        if self.within_target:
-            return ""
-        if self.forced_final:
-            return "over the limit: the guard forces a final turn instead of compacting"
-        tried = [f"{r.stage}: {r.reason}" for r in self.runs if r.event is None]
-        if not self.runs:
-            return "over target and the pipeline has no stage to run"
-        return ("stages exhausted, still over target" + (f" ({'; '.join(tried)})"
-                                                         if tried else ""))
+        return request_note(self.runs, triggered=self.triggered, within_target=self.within_target,
+                            over_window=self.over_window, forced_final=self.forced_final,
+                            window_tokens=self.window_tokens, trigger_scope=self.trigger_scope)
 
     def __repr__(self) -> str:
         return (f"CompactResult({self.pipeline}, call {self.call}: "
                 f"{self.tokens_before:,} → {self.tokens_after:,} tokens "
                 f"(limit {self.limit_tokens:,}), stages {list(self.stages_used)})")
+
+
+def request_note(runs: Sequence[StageRun], *, triggered: bool, within_target: bool,
+                 over_window: bool, forced_final: bool, window_tokens: int,
+                 trigger_scope: str) -> str:
+    """Why a request is over its target after compaction ('' when it is not), from the
+    stage runs it had (`CompactResult.note`)."""
+    if over_window and not triggered:
+        return (f"over the {window_tokens:,}-token window, but the trigger did not "
+                f"fire (it measures {trigger_scope})")
+    if within_target:
+        return ""
+    if forced_final:
+        return "over the limit: the guard forces a final turn instead of compacting"
+    tried = [f"{r.stage}: {r.reason}" for r in runs if r.event is None]
+    if not runs:
+        return "over target and the pipeline has no stage to run"
+    return "stages exhausted, still over target" + (f" ({'; '.join(tried)})" if tried else "")
 
 
 def resolve_pipeline(pipeline: str | Pipeline) -> Pipeline:

@@ -17,7 +17,7 @@ trigger, stages used, reported input), ``events`` (per stage application), ``led
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -29,12 +29,12 @@ from ctxlab.errors import CtxlabError
 from ctxlab.history import SessionHistory
 from ctxlab.layers import assign_layers, layer_categories
 from ctxlab.pipeline import (Pipeline, compact_view, pipeline_estimator, provider_for,
-                             resolve_pipeline)
+                             request_note, resolve_pipeline, trigger_scope)
 from ctxlab.replay_state import (Anchor, Sums, after_values, apply_to_sums, call_row,
                                  empty_ledger, event_row, events_frame, ledger_rows,
                                  prompt_messages, window_of)
 from ctxlab.schema import Transcript
-from ctxlab.stages.base import View
+from ctxlab.stages.base import Stage, View
 from ctxlab.stages.grammar import grown_scan, view_grammar
 from ctxlab.stages.table import Table, append
 from ctxlab.tokens import Estimator, estimator as get_estimator
@@ -281,6 +281,11 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
     target_ratio = p.target if p.target is not None else p.threshold
     inf = float("inf")
     rows_seen = RequestRows(history, est)
+    # rows that could wake the always-stages (None: they run at every call), and what
+    # they said on the last request where they did nothing (see `Stage.candidates`)
+    wake = _candidates(p.always, history.table)
+    quiet: tuple[tuple[int, int, int], tuple[StageRun, ...]] | None = None
+    woken = False
     for c in zip(calls["call"].tolist(), calls["input_end_pos"].tolist(),
                  calls["model"].tolist(), calls["input_total"].tolist()):
         k, end = int(c[0]), float(c[1])
@@ -290,6 +295,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
             if end <= hi[i]:
                 sums.add(cats[i], tokens[i], turns[i], msgs[i], +1)
                 rows_seen.entered.append(i)
+                woken = woken or (wake is not None and wake[i])
                 if hi[i] != inf:
                     heapq.heappush(exits, (hi[i], i))
         while exits and exits[0][0] < end:
@@ -308,7 +314,18 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
         anchor.passed(end, c[3], total)
         row = call_row(session, k, c[2], c[3], layers, total, limit, win, p, target_ratio)
         row["checked_tokens"] = int(checked)
-        if p.always or checked > p.threshold * limit:
+        fire = checked > p.threshold * limit
+        if quiet is not None and not woken and not rows_seen.left and not (fire and p.stages) \
+                and quiet[0] == (win, limit, row["target_tokens"]):
+            # the always-stages would do nothing again and no other stage runs
+            within = total <= row["target_tokens"] or not fire
+            row.update({"triggered": fire, "within_target": within,
+                        "note": request_note(quiet[1], triggered=fire, within_target=within,
+                                             over_window=total > win,
+                                             forced_final=row["forced_final"],
+                                             window_tokens=win,
+                                             trigger_scope=trigger_scope(p))})
+        elif p.always or fire:
             budget = Budget(window_tokens=win, limit_tokens=limit,
                             target_tokens=row["target_tokens"], overhead_tokens=overhead)
             view = make_view(rows_seen.request(end), est, budget, session, k,
@@ -317,6 +334,11 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
             r = compact_view(history, view, p, end_pos=end, checked=reported)
             rows_seen.built(r.view)
             made = [run for run in r.runs if run.event is not None]
+            woken, always_runs = False, r.runs[:len(p.always)]
+            quiet = ((win, limit, row["target_tokens"]), always_runs) \
+                if wake is not None and not made and all(
+                    run.failure is None and not run.summarizer_calls for run in always_runs) \
+                else None
             if made:
                 anchor.replayed = True
                 apply_to_sums(sums, made)
@@ -337,6 +359,20 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
     if compactions:
         ledger.append(ledger_rows(session, compactions))
     return history.transcript()
+
+
+def _candidates(stages: Sequence[Stage], table: Table) -> list[bool] | None:
+    """Per row of ``table``: could its arrival make one of ``stages`` act (None: some
+    stage cannot tell, or there is none)?"""
+    if not stages:
+        return None
+    out = np.zeros(table.n, dtype=bool)
+    for st in stages:
+        got = st.candidates(table)
+        if got is None:
+            return None
+        out |= np.asarray(got, dtype=bool)
+    return out.tolist()
 
 
 class RequestRows:

@@ -251,6 +251,21 @@ class Stage:
         """The edit this stage makes to ``view``, or None when it does nothing."""
         raise NotImplementedError(f"{type(self).__name__} must implement plan(view)")
 
+    def candidates(self, table: Table) -> np.ndarray | None:
+        """The rows of ``table`` whose arrival could make this stage act (bool per row),
+        or None when the stage cannot tell (the default).
+
+        A stage that answers promises: when `plan` made no edit on a request (no event,
+        no failure, no summarizer call), it makes none, with the same reason, on that
+        request with rows added anywhere and none removed, if no added row is a
+        candidate and the window, limit and target are the same. The answer may read
+        only the part columns of each row (not ``tokens`` or ``layer``). A replay uses
+        it to skip such a stage between calls when it runs on every request
+        (``Pipeline.always``): ``ai-agent``'s cut of big tool outputs, for instance,
+        has nothing to do at a call that brought none.
+        """
+        return None
+
     def params(self) -> dict[str, Any]:
         """The stage's parameters, by name."""
         return {f.name: getattr(self, f.name) for f in fields(self)}

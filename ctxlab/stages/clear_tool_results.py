@@ -21,6 +21,7 @@ from ctxlab.errors import ConfigError
 from ctxlab.stages import register
 from ctxlab.stages.base import (Edit, NewPart, Stage, View, equals, ints, is_na, optional_text,
                                 part_rows)
+from ctxlab.stages.table import Table
 
 PLACEHOLDER = "[tool result cleared]"
 
@@ -89,6 +90,11 @@ class ClearToolResults(Stage):
                     reason=f"cleared {len(older)} tool results, kept the {self.keep} most "
                            f"recent",
                     details={"cleared": len(older), "kept": self.keep, "tokens_saved": saved})
+
+    def candidates(self, table: Table) -> np.ndarray:
+        """Tool results: other rows change neither which results are the most recent
+        nor what the older ones hold."""
+        return equals(table, "kind", "tool_result")
 
 
 __all__ = ["PLACEHOLDER", "ClearToolResults"]

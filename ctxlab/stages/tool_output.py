@@ -205,10 +205,7 @@ class TruncateToolOutput(Stage):
         results = np.flatnonzero(equals(p, "kind", "tool_result") & is_na(p, "event"))
         if not len(results):
             return None
-        # only these can be cut: a text has at most one line more than it has "\n"s
-        sizes = view.table.derived("utf8_bytes_newlines", ("content",), _sizes)[results]
-        size, newlines = sizes[:, 0], sizes[:, 1]
-        oversized = results[(size > self.max_bytes) | (newlines >= self.max_lines)]
+        oversized = results[self._oversized(view.table, results)]
         hide: list[int] = []
         inserts: list[NewPart] = []
         saved = skipped = 0
@@ -248,6 +245,19 @@ class TruncateToolOutput(Stage):
                            f"or {self.max_lines:,} lines to their {self.direction}",
                     details={"truncated": len(hide), "tokens_saved": saved,
                              "not_smaller": skipped})
+
+    def candidates(self, table: Table) -> np.ndarray:
+        """Tool results of no event over the byte or line limit: only these are cut."""
+        out = equals(table, "kind", "tool_result") & is_na(table, "event")
+        rows = np.flatnonzero(out)
+        out[rows] = self._oversized(table, rows)
+        return out
+
+    def _oversized(self, table: Table, rows: np.ndarray) -> np.ndarray:
+        """Which of the rows may be over a limit (bool per row): a text has at most one
+        line more than it has "\\n"s."""
+        sizes = table.derived("utf8_bytes_newlines", ("content",), _sizes)[rows]
+        return (sizes[:, 0] > self.max_bytes) | (sizes[:, 1] >= self.max_lines)
 
     def _save(self, session: str, part: int, text: str) -> str:
         """Write the full output to ``save_dir`` (only there); returns the file's path."""
