@@ -54,7 +54,7 @@ def _occurrences(t: Transcript) -> pd.DataFrame:
     rows, ids = artifact_ids(texts, user=instruction_rows(f).reset_index(drop=True))
     session = f["session"].to_numpy(dtype=object)
     codes = pd.factorize(session)[0].astype(np.int64)
-    occ = pd.DataFrame({"row": rows,
+    occ = pd.DataFrame({"row": rows, "scode": codes[rows],
                         "kind": pd.Series(artifact_kinds(ids), dtype=object),
                         "value": pd.Series(artifact_values(ids), dtype=object),
                         "session": pd.Series(session[rows], dtype=object),
@@ -169,19 +169,76 @@ def _needed(t: Transcript, chosen: tuple[str, ...]) -> pd.DataFrame:
         lo[idx], hi[idx] = part_spans(f.iloc[idx], ev)
         base_lo[idx], base_hi[idx] = _base_spans(f.iloc[idx], ev)
     rows = occ["row"].to_numpy(dtype=np.int64)
-    produced = ((f["role"].to_numpy(dtype=object)[rows] == "assistant")
-                & f["call"].notna().to_numpy()[rows] & f["event"].isna().to_numpy()[rows])
-    out = occ.loc[produced, ["session", "kind", "value", "aid"]].copy()
-    out["call"] = f["call"].to_numpy(dtype=object)[rows[produced]]
-    out = out.drop_duplicates(["session", "call", "aid"])
-    ends = t.calls[["session", "call", "input_end_pos"]].astype(
-        {"session": object, "call": "int64"})
-    out = out.astype({"session": object, "call": "int64"}).merge(ends, on=["session", "call"])
-    key, q = out["aid"].to_numpy(), out["input_end_pos"].to_numpy(dtype=float)
-    aid = occ["aid"].to_numpy()
-    stated = _stabbed(key, q, aid, base_lo[rows], base_hi[rows])
-    seen = _stabbed(key, q, aid, lo[rows], hi[rows])
-    return out[stated].assign(missing=~seen[stated])
+    aid = occ["aid"].to_numpy(dtype=np.int64)
+    call = f["call"].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
+    # the artifacts each call produced: once per call, where the log has that call
+    at = np.flatnonzero((f["role"].to_numpy(dtype=object)[rows] == "assistant")
+                        & ~np.isnan(call) & f["event"].isna().to_numpy()[rows])
+    at = at[_first(call[at].astype(np.int64), aid[at])]
+    calls = t.calls
+    end_of = _matches(occ["scode"].to_numpy()[at], call[at].astype(np.int64),
+                      _session_codes(t, calls["session"]),
+                      calls["call"].to_numpy(dtype=np.int64, na_value=-1))
+    at, end_of = at[end_of >= 0], end_of[end_of >= 0]
+    q = calls["input_end_pos"].to_numpy(dtype=float)[end_of]
+    stated = _stabbed(aid[at], q, aid, base_lo[rows], base_hi[rows])
+    seen = _stabbed(aid[at], q, aid, lo[rows], hi[rows])
+    at = at[stated]
+    return pd.DataFrame({"session": pd.Series(occ["session"].to_numpy(dtype=object)[at],
+                                              dtype=object),
+                         "kind": pd.Series(occ["kind"].to_numpy(dtype=object)[at], dtype=object),
+                         "value": pd.Series(occ["value"].to_numpy(dtype=object)[at],
+                                            dtype=object),
+                         "aid": aid[at], "call": call[at].astype(np.int64),
+                         "input_end_pos": q[stated], "missing": ~seen[stated]})
+
+
+def _first(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Positions of the first occurrence of each distinct pair ``(a, b)`` of non-negative
+    integers, ascending (``drop_duplicates`` keeping the first).
+
+    Example:
+        >>> _first(np.array([1, 2, 1, 1]), np.array([5, 5, 5, 6])).tolist()
+        [0, 1, 3]
+    """
+    if not len(a):
+        return np.zeros(0, dtype=np.int64)
+    key = a.astype(np.int64) * (int(b.max()) + 1) + b
+    return np.sort(np.unique(key, return_index=True)[1])
+
+
+def _matches(a: np.ndarray, b: np.ndarray, ra: np.ndarray, rb: np.ndarray) -> np.ndarray:
+    """For each pair ``(a[i], b[i])`` of non-negative integers, the row of ``(ra, rb)``
+    holding it (pairs there are distinct; -1 in ``ra`` matches nothing), -1 where none
+    does: an inner merge on two keys, by row.
+
+    Example:
+        >>> _matches(np.array([0, 0, 1]), np.array([1, 2, 1]), np.array([1, 0, -1]),
+        ...          np.array([1, 2, 1])).tolist()
+        [-1, 1, 0]
+    """
+    out = np.full(len(a), -1, dtype=np.int64)
+    ok = np.flatnonzero((ra >= 0) & (rb >= 0))
+    if not len(a) or not len(ok):
+        return out
+    m = int(max(b.max(), rb[ok].max())) + 1
+    right = ra[ok].astype(np.int64) * m + rb[ok]
+    order = np.argsort(right, kind="stable")
+    if len(right) > 1 and (np.diff(right[order]) == 0).any():
+        raise ValueError("_matches: the right-hand pairs repeat")
+    left = a.astype(np.int64) * m + b
+    at = np.minimum(np.searchsorted(right[order], left), len(right) - 1)
+    hit = right[order][at] == left
+    out[hit] = ok[order[at[hit]]]
+    return out
+
+
+def _session_codes(t: Transcript, sessions: Any) -> np.ndarray:
+    """The code `_occurrences` gives each session (its order of appearance in the
+    frame), -1 for a session the frame does not have."""
+    code = {s: i for i, s in enumerate(pd.unique(t.frame["session"].to_numpy(dtype=object)))}
+    return np.fromiter((code.get(s, -1) for s in np.asarray(sessions, dtype=object).tolist()),
+                       dtype=np.int64, count=len(sessions))
 
 
 def needed_recall_df(t: Transcript, *, kinds: Iterable[str] | None = None) -> pd.DataFrame:
@@ -276,8 +333,9 @@ def retention_df(t: Transcript, *, include_recorded: bool = False) -> pd.DataFra
 
 
 def _lost(t: Transcript, include_recorded: bool) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The distinct artifacts each measured event hid (with ``retained``), and the
-    measured events (``session``, ``event``, ``stage``, ``q``): `retention_df`'s input."""
+    """The distinct artifacts each measured event hid (``session``, ``event``, ``stage``,
+    ``kind``, ``aid``, ``q``, ``retained``), and the measured events (``session``,
+    ``event``, ``stage``, ``q``): `retention_df`'s input."""
     f, skip = t.frame, HISTORY_EDITS | (set() if include_recorded else {"recorded"})
     occ = _occurrences(t)
     rows = occ["row"].to_numpy(dtype=np.int64)
@@ -301,12 +359,22 @@ def _lost(t: Transcript, include_recorded: bool) -> tuple[pd.DataFrame, pd.DataF
     cols = ["session", "event", "stage", "q"]
     events = pd.concat(measured, ignore_index=True) if measured else pd.DataFrame(columns=cols)
     events = events.astype({"session": object, "event": "int64"})
-    lost = occ.assign(event=f["hidden_by"].to_numpy(dtype=object)[rows]).dropna(subset="event")
-    lost = lost.astype({"event": "int64", "session": object}).merge(events, on=["session",
-                                                                               "event"])
-    lost = lost.drop_duplicates(["session", "event", "aid"])
-    lost["retained"] = _stabbed(lost["aid"].to_numpy(), lost["q"].to_numpy(dtype=float),
-                                occ["aid"].to_numpy(), lo[rows], hi[rows])
+    # each measured event's hidden parts' artifacts, once per event
+    hid = f["hidden_by"].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
+    at = np.flatnonzero(~np.isnan(hid))
+    ev_of = _matches(occ["scode"].to_numpy()[at], hid[at].astype(np.int64),
+                     _session_codes(t, events["session"]),
+                     events["event"].to_numpy(dtype=np.int64))
+    at, ev_of = at[ev_of >= 0], ev_of[ev_of >= 0]
+    aid = occ["aid"].to_numpy(dtype=np.int64)
+    first = _first(ev_of, aid[at])
+    at, ev_of = at[first], ev_of[first]
+    q = events["q"].to_numpy(dtype=float)[ev_of]
+    lost = pd.DataFrame({"session": occ["session"].to_numpy(dtype=object)[at],
+                         "event": events["event"].to_numpy()[ev_of],
+                         "stage": events["stage"].to_numpy()[ev_of],
+                         "kind": occ["kind"].to_numpy(dtype=object)[at], "aid": aid[at],
+                         "q": q, "retained": _stabbed(aid[at], q, aid, lo[rows], hi[rows])})
     return lost, events
 
 
