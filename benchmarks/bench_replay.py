@@ -14,7 +14,10 @@ process:
   every turn does.
 
 Prints seconds for each, the ratio LangChain / ctxlab, and how each grows from 2k to 20k
-messages (linear growth = 10x). Needs ``pip install langchain-core`` for the peer.
+messages (linear growth = 10x); ctxlab's time is split into the stages' applications
+(``Replay.events["ms"]``: plan, edit and its bookkeeping, which grow with the number of
+compactions and the size of the requests they compact) and the walk and the rest (which
+grow with the calls and parts). Needs ``pip install langchain-core`` for the peer.
 
     .venv/bin/python benchmarks/bench_replay.py [--sizes 2000 20000]
 """
@@ -93,15 +96,22 @@ def main() -> int:
             t = session(n, Path(tmp))
             ours, r = time_ctxlab(t, args.target)
             theirs = time_langchain(langchain_messages(t))
-            rows.append((n, len(t.calls), ours, theirs, int(r.calls["triggered"].sum())))
+            stages = float(r.events["ms"].sum()) / 1000 if len(r.events) else 0.0
+            rows.append((n, len(t.calls), ours, theirs, int(r.calls["triggered"].sum()),
+                         stages))
             print(f"{n:>6} messages, {len(t.calls):>5} calls: ctxlab replay {ours:7.2f} s "
                   f"({int(r.calls['triggered'].sum())} compactions, {len(r.events)} events), "
                   f"langchain trim_messages {theirs:7.2f} s, ratio {theirs / ours:5.1f}x")
+            print(f"        ctxlab: {stages:.3f} s in the stages' applications (plan, edit, "
+                  f"bookkeeping), {ours - stages:.3f} s in the walk and the rest")
     if len(rows) >= 2:
-        (n0, _, a0, b0, c0), (n1, _, a1, b1, c1) = rows[0], rows[-1]
+        (n0, _, a0, b0, c0, s0), (n1, _, a1, b1, c1, s1) = rows[0], rows[-1]
         print(f"growth {n0:,} -> {n1:,} messages ({n1 / n0:.0f}x): ctxlab {a1 / a0:.1f}x, "
               f"langchain {b1 / b0:.1f}x; compactions {c1 / max(c0, 1):.1f}x, ctxlab seconds "
               f"per compaction {a0 / max(c0, 1):.3f} -> {a1 / max(c1, 1):.3f}")
+        if s0 > 0 and a0 > s0:
+            print(f"    of which the stages' applications grew {s1 / s0:.1f}x and the walk "
+                  f"and the rest {(a1 - s1) / (a0 - s0):.1f}x")
     return 0
 
 

@@ -12,7 +12,9 @@ local engine with 1 worker; checks that every run gave the same results; the rep
 seconds summed over workers against the wall time (the concurrency reached: on a machine
 busy with other work, the speed-up stays low even though the workers run at once); and,
 per preset, the seconds of one replay with its metrics in the 1-worker run and the
-replays per minute two cores would give at that speed.
+replays per minute two cores would give at that speed. Before the sweeps, on a session of
+its own, it prints what a session costs once whatever the grid: loading its file, extracting
+its artifacts and the exact token counts of the presets that use a tokenizer.
 
 Each Dask run gets a fresh ``LocalCluster`` of 2 processes (`ctxlab.sweep_dask.local_cluster`;
 workers keep module caches from one sweep to the next), started before the run is timed
@@ -50,6 +52,35 @@ def write_sessions(n: int, messages: int, folder: Path) -> None:
         datasets.write_claude_code(s, folder / f"s{i}_{messages}.jsonl")
 
 
+def fixed_costs(messages: int, folder: Path) -> None:
+    """What every session costs once, whatever the configurations: on a session of its
+    own (a sweep's caches stay cold), loading the file, extracting its artifacts (for
+    recall and retention) and the exact counts of the presets that use a tokenizer."""
+    import ctxlab
+    from ctxlab.artifacts import artifact_ids, instruction_rows
+    from ctxlab.pipeline import pipeline_estimator
+    from ctxlab.presets import preset
+
+    s = datasets.generate_session("coding", 7, calls=messages // 2, compact_at=None)
+    path = datasets.write_claude_code(s, folder / "fixed.jsonl")
+    t0 = time.process_time()
+    t = ctxlab.load(path)
+    t1 = time.process_time()
+    artifact_ids(t.frame["content"].reset_index(drop=True),
+                 user=instruction_rows(t.frame).reset_index(drop=True))
+    t2 = time.process_time()
+    exact = {}
+    for name in NON_LLM:
+        if "tiktoken" in preset(name).estimator:
+            est = pipeline_estimator(preset(name), "anthropic")
+            c0 = time.process_time()
+            est.count_parts(t.frame)
+            exact[name] = time.process_time() - c0
+    print(f"once per session (CPU, a session of {messages:,} messages): load "
+          f"{t1 - t0:.2f} s, artifacts {t2 - t1:.2f} s" + "".join(
+              f", {k}'s exact counts {v:.2f} s" for k, v in exact.items()))
+
+
 def timed(corpus: Any, grid: dict, **kw: Any) -> tuple[pd.DataFrame, float]:
     t0 = time.perf_counter()
     df = sweep(corpus, grid, progress=False, **kw)
@@ -74,6 +105,7 @@ def main() -> int:
         write_corpus(folder, Path(tmp) / "corpus")
         print(f"{args.sessions} sessions of {args.messages:,} messages; converted to a corpus "
               f"dataset in {time.perf_counter() - t0:.1f} s")
+        fixed_costs(args.messages, Path(tmp))
         runs: list[tuple[str, pd.DataFrame, float]] = []
         for w in args.workers:
             df, dt = timed(folder, grid, workers=w)
