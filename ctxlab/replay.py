@@ -282,8 +282,10 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
     inf = float("inf")
     rows_seen = RequestRows(history, est)
     # rows that could wake the always-stages (None: they run at every call), and what
-    # they said on the last request where they did nothing (see `Stage.candidates`)
-    wake = _candidates(p.always, history.table)
+    # they said on the last request where they did nothing (see `Stage.candidates`).
+    # A trigger on some layers only is measured on the built request: the walk's sums
+    # split the current turn from its prompt differently once the prompt is hidden.
+    wake = _candidates(p.always, history.table) if p.trigger_layers is None else None
     quiet: tuple[tuple[int, int, int], tuple[StageRun, ...]] | None = None
     woken = False
     for c in zip(calls["call"].tolist(), calls["input_end_pos"].tolist(),

@@ -140,6 +140,17 @@ def _mixed(threshold: float) -> Pipeline:
                     estimator="chars:4")
 
 
+def _prompt_only(limit: int) -> Pipeline:
+    """A trigger on the prompt layer alone, with a tiny fixed limit: it fires where the
+    request's own layers and the walk's sums split the current turn differently (a
+    compaction hid the turn's first user text)."""
+    return Pipeline(name="prompt-only",
+                    always=stages_from([("truncate_tool_output", {"max_bytes": 2_000})]),
+                    stages=stages_from([("keep_last", {"keep": 8})]), threshold=1.0,
+                    limit="fixed", limit_tokens=limit, trigger_layers=("prompt",),
+                    estimator="chars:4")
+
+
 @pytest.fixture(scope="module")
 def generated(tmp_path_factory):
     folder = tmp_path_factory.mktemp("quiet")
@@ -171,5 +182,6 @@ def test_skipping_quiet_stages_changes_no_replay_of_the_real_logs(monkeypatch):
         t = ctxlab.load(path)
         if not len(t.calls):
             continue
-        for p in ("ai-agent", "observation-masking", _mixed(0.5)):
+        for p in ("ai-agent", "observation-masking", _mixed(0.5), _prompt_only(2),
+                  _prompt_only(4)):
             _assert_same(*_replays(t, p, monkeypatch, window=32_000))
