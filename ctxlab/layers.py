@@ -96,6 +96,13 @@ def layer_categories(t: Table) -> np.ndarray:
     return out
 
 
+def user_texts(t: Table) -> np.ndarray:
+    """Per part, whether it is a user text (what `assign_layers` picks a turn's prompt
+    message among; injected context included)."""
+    cls = t.derived("layer_class", ("role", "kind", "content"), _classes)
+    return (cls & _USER_TEXT) != 0
+
+
 def _classes(t: Table) -> np.ndarray:
     """`_class` of every part (a table's, once: the array travels with the rows)."""
     contents = t.col("content").tolist() if "content" in t else [None] * t.n

@@ -27,12 +27,12 @@ import pandas as pd
 from ctxlab.engine import Budget, StageRun, make_view, request_parts
 from ctxlab.errors import CtxlabError
 from ctxlab.history import SessionHistory
-from ctxlab.layers import assign_layers, layer_categories
+from ctxlab.layers import assign_layers, layer_categories, user_texts
 from ctxlab.pipeline import (Pipeline, compact_view, pipeline_estimator, provider_for,
                              request_note, resolve_pipeline, trigger_scope)
 from ctxlab.replay_state import (Anchor, Sums, after_values, apply_to_sums, call_row,
                                  empty_ledger, event_row, events_frame, ledger_rows,
-                                 prompt_messages, window_of)
+                                 window_of)
 from ctxlab.schema import Transcript
 from ctxlab.stages.base import Stage, View
 from ctxlab.stages.grammar import grown_scan, view_grammar
@@ -272,7 +272,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
     cats = layer_categories(history.table).tolist()
     turns = f["turn"].to_numpy(dtype=np.int64, na_value=0).tolist()
     msgs = f["msg"].to_numpy(dtype=np.int64).tolist()
-    prompt_of = prompt_messages(history.table)
+    users = user_texts(history.table).tolist()
     sums = Sums(overhead)
     order = np.argsort(history.lo, kind="stable").tolist()
     exits: list[tuple[float, int]] = []
@@ -282,10 +282,8 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
     inf = float("inf")
     rows_seen = RequestRows(history, est)
     # rows that could wake the always-stages (None: they run at every call), and what
-    # they said on the last request where they did nothing (see `Stage.candidates`).
-    # A trigger on some layers only is measured on the built request: the walk's sums
-    # split the current turn from its prompt differently once the prompt is hidden.
-    wake = _candidates(p.always, history.table) if p.trigger_layers is None else None
+    # they said on the last request where they did nothing (see `Stage.candidates`)
+    wake = _candidates(p.always, history.table)
     quiet: tuple[tuple[int, int, int], tuple[StageRun, ...]] | None = None
     woken = False
     for c in zip(calls["call"].tolist(), calls["input_end_pos"].tolist(),
@@ -295,18 +293,18 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
             i = order[nxt]
             nxt += 1
             if end <= hi[i]:
-                sums.add(cats[i], tokens[i], turns[i], msgs[i], +1)
+                sums.add(cats[i], tokens[i], turns[i], msgs[i], +1, users[i])
                 rows_seen.entered.append(i)
                 woken = woken or (wake is not None and wake[i])
                 if hi[i] != inf:
                     heapq.heappush(exits, (hi[i], i))
         while exits and exits[0][0] < end:
             _, i = heapq.heappop(exits)
-            sums.add(cats[i], tokens[i], turns[i], msgs[i], -1)
+            sums.add(cats[i], tokens[i], turns[i], msgs[i], -1, users[i])
             rows_seen.left.append(i)
         win = settings.window if settings.window is not None else window_of(c[2])
         limit = p.limit_for(win)
-        layers = sums.layers(prompt_of.get(sums.max_turn))
+        layers = sums.layers()
         total = sum(layers.values()) + est.framing(sums.messages)
         checked = total if p.trigger_layers is None else sum(
             v for name, v in layers.items() if name in p.trigger_layers)
@@ -348,7 +346,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
             for run in r.runs:
                 if run.event is not None or run.failure is not None:
                     events.append(event_row(session, k, run))
-            after = sums.layers(prompt_of.get(sums.max_turn))
+            after = sums.layers()
             after_total = sum(after.values()) + est.framing(sums.messages)
             row.update(after_values(after, after_total, limit))
             row.update({"triggered": r.triggered, "compacted": bool(made),

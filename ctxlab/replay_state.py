@@ -15,11 +15,9 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.engine import StageRun
-from ctxlab.layers import layer_categories
+from ctxlab.layers import layer_categories, user_texts
 from ctxlab.pipeline import Pipeline, trigger_scope
 from ctxlab.schema import TEXT, Transcript
-from ctxlab.stages.columns import equals
-from ctxlab.stages.table import Table
 from ctxlab.tokens.windows import resolve_window
 
 if TYPE_CHECKING:
@@ -27,7 +25,12 @@ if TYPE_CHECKING:
 
 
 class Sums:
-    """Per-layer token sums of the visible parts of one session, updated part by part."""
+    """Per-layer token sums of the visible parts of one session, updated part by part.
+
+    The layers follow `ctxlab.layers.assign_layers`: the current turn is the highest
+    turn of a visible part, its prompt the smallest message holding a visible user text
+    of that turn (the turn's first one, or the next once an edit hid it).
+    """
 
     def __init__(self, overhead: int) -> None:
         self.overhead = overhead
@@ -36,33 +39,58 @@ class Sums:
         self.other_turn: dict[int, int] = {}
         self.msg_tokens: dict[int, int] = {}
         self.msg_refs: dict[int, int] = {}
+        self.turn_refs: dict[int, int] = {}          # visible parts per turn
+        self.user_msgs: dict[int, dict[int, int]] = {}  # turn -> msg -> visible user texts
         self.max_turn = 0
 
-    def add(self, cat: str, tokens: int, turn: int, msg: int, sign: int) -> None:
+    def add(self, cat: str, tokens: int, turn: int, msg: int, sign: int,
+            user: bool = False) -> None:
+        """Count a part in (``sign`` +1) or out (-1); ``user``: it is a user text."""
         t = sign * tokens
-        if cat == "system":
-            self.system += t
-        elif cat == "tools":
-            self.tools += t
+        if cat == "other":                  # the categories of `layer_categories`
+            self.other += t
+            per = self.other_turn
+            per[turn] = per.get(turn, 0) + t
+            per = self.msg_tokens
+            per[msg] = per.get(msg, 0) + t
         elif cat == "attach":
             self.attach += t
-            self.attach_turn[turn] = self.attach_turn.get(turn, 0) + t
+            per = self.attach_turn
+            per[turn] = per.get(turn, 0) + t
+        elif cat == "system":
+            self.system += t
         else:
-            self.other += t
-            self.other_turn[turn] = self.other_turn.get(turn, 0) + t
-            self.msg_tokens[msg] = self.msg_tokens.get(msg, 0) + t
-        self.msg_refs[msg] = self.msg_refs.get(msg, 0) + sign
-        if self.msg_refs[msg] == 0:
-            del self.msg_refs[msg]
-        if sign > 0 and turn > self.max_turn:
-            self.max_turn = turn
+            self.tools += t
+        per = self.msg_refs
+        n = per.get(msg, 0) + sign
+        if n:
+            per[msg] = n
+        else:
+            del per[msg]
+        if user:
+            per = self.user_msgs.setdefault(turn, {})
+            n = per.get(msg, 0) + sign
+            if n:
+                per[msg] = n
+            else:
+                del per[msg]
+        per = self.turn_refs
+        n = per.get(turn, 0) + sign
+        if n:
+            per[turn] = n
+            if turn > self.max_turn:
+                self.max_turn = turn
+        else:
+            del per[turn]
+            if turn == self.max_turn:       # the last part of the current turn left
+                self.max_turn = max(per, default=0)
 
-    def layers(self, prompt_msg: int | None) -> dict[str, int]:
+    def layers(self) -> dict[str, int]:
         turn = self.max_turn
         cur_a = self.attach_turn.get(turn, 0) if turn > 0 else 0
         cur_o = self.other_turn.get(turn, 0) if turn > 0 else 0
-        prompt = self.msg_tokens.get(prompt_msg, 0) if (turn > 0 and prompt_msg is not None
-                                                        and prompt_msg in self.msg_refs) else 0
+        users = self.user_msgs.get(turn) if turn > 0 else None
+        prompt = self.msg_tokens.get(min(users), 0) if users else 0
         return {"system": self.system + self.overhead, "tools": self.tools,
                 "carried": self.attach - cur_a, "current": cur_a + cur_o - prompt,
                 "history": self.other - cur_o, "prompt": prompt}
@@ -125,28 +153,18 @@ def window_of(model: Any) -> int:
 _WINDOWS: dict[str | None, int] = {}
 
 
-def prompt_messages(t: Table) -> dict[int, int]:
-    """The prompt message (the smallest message id among the user texts) of every turn."""
-    users = np.flatnonzero(equals(t, "role", "user") & equals(t, "kind", "text")
-                           & ~t.isna("turn"))
-    turn, msg = t.ints("turn")[users], t.ints("msg")[users]
-    order = np.lexsort((msg, turn))             # by turn, then message
-    turn, msg = turn[order], msg[order]
-    first = np.concatenate(([True], turn[1:] != turn[:-1])) if len(turn) else turn.astype(bool)
-    return dict(zip(turn[first].tolist(), msg[first].tolist()))
-
-
 def apply_to_sums(sums: Sums, made: list[StageRun]) -> None:
     """Take out of the sums what the runs hid and add what they inserted."""
     for run in made:
         for frame, sign in ((run.removed, -1), (run.added, +1)):
             if frame is None or frame.empty:
                 continue
-            for cat, n, turn, msg in zip(layer_categories(frame).tolist(),
-                                         frame.ints("tokens").tolist(),
-                                         frame.ints("turn").tolist(),
-                                         frame.ints("msg").tolist()):
-                sums.add(cat, n, turn, msg, sign)
+            for cat, n, turn, msg, user in zip(layer_categories(frame).tolist(),
+                                               frame.ints("tokens").tolist(),
+                                               frame.ints("turn").tolist(),
+                                               frame.ints("msg").tolist(),
+                                               user_texts(frame).tolist()):
+                sums.add(cat, n, turn, msg, sign, user)
 
 
 _LEDGER_TEXT = ("role", "kind", "tool_name", "file_path")

@@ -141,9 +141,9 @@ def _mixed(threshold: float) -> Pipeline:
 
 
 def _prompt_only(limit: int) -> Pipeline:
-    """A trigger on the prompt layer alone, with a tiny fixed limit: it fires where the
-    request's own layers and the walk's sums split the current turn differently (a
-    compaction hid the turn's first user text)."""
+    """A trigger on the prompt layer alone, with a tiny fixed limit: skipped calls take
+    it from the walk's sums, run ones from the request's layers, which must agree where
+    a compaction hid the turn's first user text."""
     return Pipeline(name="prompt-only",
                     always=stages_from([("truncate_tool_output", {"max_bytes": 2_000})]),
                     stages=stages_from([("keep_last", {"keep": 8})]), threshold=1.0,
