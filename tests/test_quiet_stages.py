@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 import ctxlab
 from ctxlab import datasets
 from ctxlab.engine import Budget, build_view, call_end_pos, run_stages, with_layers
-from ctxlab.pipeline import Pipeline, stages_from
+from ctxlab.pipeline import Pipeline, resolve_pipeline, stages_from
 from ctxlab.stages import stage
 from ctxlab.stages.base import Stage, View
 from ctxlab.stages.table import concat
@@ -114,7 +114,7 @@ def _replays(t: ctxlab.Transcript, p, monkeypatch, **kw) -> tuple[ctxlab.Replay,
                                                                   ctxlab.Replay]:
     skipped = ctxlab.replay(t, p, **kw)
     with monkeypatch.context() as m:
-        for cls in {type(s) for s in ctxlab.replay(t, p, **kw).pipeline.always}:
+        for cls in {type(s) for s in resolve_pipeline(p).always}:
             m.setattr(cls, "candidates", Stage.candidates)
         every = ctxlab.replay(t, p, **kw)
     return skipped, every
