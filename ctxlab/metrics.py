@@ -53,7 +53,7 @@ def _occurrences(t: Transcript) -> pd.DataFrame:
     texts = f["content"].reset_index(drop=True)
     rows, ids = artifact_ids(texts, user=instruction_rows(f).reset_index(drop=True))
     session = f["session"].to_numpy(dtype=object)
-    codes = pd.factorize(session)[0].astype(np.int64)
+    codes = _session_codes(t, session)
     occ = pd.DataFrame({"row": rows, "scode": codes[rows],
                         "kind": pd.Series(artifact_kinds(ids), dtype=object),
                         "value": pd.Series(artifact_values(ids), dtype=object),
@@ -234,11 +234,11 @@ def _matches(a: np.ndarray, b: np.ndarray, ra: np.ndarray, rb: np.ndarray) -> np
 
 
 def _session_codes(t: Transcript, sessions: Any) -> np.ndarray:
-    """The code `_occurrences` gives each session (its order of appearance in the
-    frame), -1 for a session the frame does not have."""
-    code = {s: i for i, s in enumerate(pd.unique(t.frame["session"].to_numpy(dtype=object)))}
-    return np.fromiter((code.get(s, -1) for s in np.asarray(sessions, dtype=object).tolist()),
-                       dtype=np.int64, count=len(sessions))
+    """One integer per session (its order of first appearance in ``t.frame``), -1 for a
+    session the frame does not have: the ``scode`` of `_occurrences`, and how calls and
+    events are matched to it."""
+    known = pd.Index(pd.unique(t.frame["session"].to_numpy(dtype=object)))
+    return known.get_indexer(np.asarray(sessions, dtype=object)).astype(np.int64)
 
 
 def needed_recall_df(t: Transcript, *, kinds: Iterable[str] | None = None) -> pd.DataFrame:
