@@ -214,11 +214,20 @@ def window_for(t: Transcript, session: str, call: int) -> int:
     return resolve_window(model=model).window_tokens
 
 
-def provider_for(t: Transcript, session: str, call: int) -> str:
-    """The provider of the call's model, as the window registry infers it."""
-    c = t.calls[(t.calls["session"] == session) & (t.calls["call"] == call)]
-    model = c["model"].iloc[0] if len(c) and isinstance(c["model"].iloc[0], str) else None
-    return resolve_window(model=model).provider or ""
+def session_provider(t: Transcript, session: str) -> str:
+    """The provider whose tokenizer counts a session's requests: that of its first call
+    whose model the window registry knows (``""`` when none is known).
+
+    One provider per session: a call that names no model (some agents log none for a
+    retry or a sub-step) is counted like the session's other calls, and every way of
+    looking at a call (`compact`, the replay walk, `Replay.at`, a resumed replay) counts
+    it alike.
+    """
+    c = t.calls[t.calls["session"] == session]
+    for model in c["model"].iloc[np.argsort(c["call"].to_numpy(), kind="stable")]:
+        if isinstance(model, str) and (provider := resolve_window(model=model).provider):
+            return provider
+    return ""
 
 
 def pipeline_estimator(p: Pipeline, provider: str) -> Estimator:
@@ -280,7 +289,7 @@ def compact(t: Transcript, pipeline: str | Pipeline, *, window: int | None = Non
     end = call_end_pos(t, session, call)
     win = int(window) if window is not None else window_for(t, session, call)
     est = get_estimator(estimator) if estimator is not None else \
-        pipeline_estimator(p, provider_for(t, session, call))
+        pipeline_estimator(p, session_provider(t, session))
     limit = p.limit_for(win)
     target = int((p.target if p.target is not None else p.threshold) * limit)
     budget = Budget(window_tokens=win, limit_tokens=limit, target_tokens=target,

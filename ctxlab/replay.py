@@ -28,7 +28,7 @@ from ctxlab.engine import Budget, StageRun, make_view, request_parts
 from ctxlab.errors import CtxlabError
 from ctxlab.history import SessionHistory
 from ctxlab.layers import assign_layers, layer_categories, user_texts
-from ctxlab.pipeline import (Pipeline, compact_view, pipeline_estimator, provider_for,
+from ctxlab.pipeline import (Pipeline, compact_view, pipeline_estimator, session_provider,
                              request_note, resolve_pipeline, trigger_scope)
 from ctxlab.replay_state import (Anchor, Sums, after_values, apply_to_sums, call_row,
                                  empty_ledger, event_row, events_frame, ledger_rows,
@@ -88,6 +88,10 @@ class Replay:
     def _session(self, session: str | None) -> str:
         return session if session is not None else self.base.sessions[0]
 
+    def estimator(self, session: str | None = None) -> Estimator:
+        """The estimator that counted a session's calls (one per session)."""
+        return _estimator(self.settings, self.base, self._session(session))
+
     def at(self, call: int, session: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The request of one call before and after its compaction (parts, with tokens, layer)."""
         s = self._session(session)
@@ -102,7 +106,7 @@ class Replay:
         mine = ev[(ev["session"] == s) & (ev["call"] == call)]
         before_t = self.transcript.rewind(int(mine["event"].min()), session=s) if len(mine) \
             else self.transcript
-        est = _estimator(self.settings, self.base, s, call)
+        est = self.estimator(s)
         return (_annotate(request_parts(before_t, s, end), est),
                 _annotate(request_parts(self.transcript, s, end), est))
 
@@ -180,10 +184,11 @@ class Replay:
                 f"events={len(self.events)}, ledger={len(self.ledger)})")
 
 
-def _estimator(settings: Settings, t: Transcript, session: str, call: int) -> Estimator:
+def _estimator(settings: Settings, t: Transcript, session: str) -> Estimator:
+    """The estimator of a session's calls (one per session: `session_provider`)."""
     if settings.estimator is not None:
         return get_estimator(settings.estimator)
-    return pipeline_estimator(settings.pipeline, provider_for(t, session, call))
+    return pipeline_estimator(settings.pipeline, session_provider(t, session))
 
 
 def _annotate(parts: pd.DataFrame, est: Estimator) -> pd.DataFrame:
@@ -213,16 +218,34 @@ def replay(t: Transcript, pipeline: str | Pipeline, *, window: int | None = None
     # up to its first recorded compaction, the uncompacted request is the logged one
     reported_until = {str(k): float(v) for k, v in recorded.groupby("session")["pos"].min().items()}
     if overhead_tokens is None:
-        from ctxlab.tokens.accuracy import session_overheads
-        spec = estimator if estimator is not None else p.estimator.replace(
-            "{provider}", provider_for(t, t.sessions[0], int(t.calls["call"].min()))
-            if len(t.calls) else "").rstrip(":")
-        overhead_tokens = session_overheads(t, spec) if len(t.calls) else {}
+        overhead_tokens = _fitted_overheads(t, p, estimator)
     if isinstance(overhead_tokens, int):
         overhead_tokens = {s: overhead_tokens for s in base.sessions}
     settings = Settings(pipeline=p, window=window, estimator=estimator,
                         overhead_tokens=dict(overhead_tokens), reported_until=reported_until)
     return _walk(base, base, settings, {}, None)
+
+
+def _fitted_overheads(t: Transcript, p: Pipeline,
+                      estimator: str | Estimator | None) -> dict[str, int]:
+    """Each session's unrecorded overhead, fitted with the estimator of its calls."""
+    from ctxlab.tokens.accuracy import session_overheads
+
+    if not len(t.calls):
+        return {}
+    if estimator is not None:
+        return session_overheads(t, estimator)
+    by_spec: dict[str, list[str]] = {}
+    for s in pd.unique(t.calls["session"]):
+        spec = p.estimator.replace("{provider}", session_provider(t, str(s))).rstrip(":")
+        by_spec.setdefault(spec, []).append(str(s))
+    if len(by_spec) == 1:
+        return session_overheads(t, next(iter(by_spec)))
+    out: dict[str, int] = {}
+    for spec, sessions in by_spec.items():      # sessions of different providers
+        for s in sessions:
+            out.update(session_overheads(t.session(s), spec))
+    return out
 
 
 def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[str, int],
@@ -248,22 +271,33 @@ def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[st
     events_df = events_frame(events)
     ledger_df = pd.concat(ledger, ignore_index=True) if ledger else empty_ledger()
     if previous is not None:
-        calls_df = pd.concat([previous.calls, calls_df], ignore_index=True)
-        events_df = pd.concat([previous.events, events_df], ignore_index=True) \
-            if len(events_df) else previous.events
-        ledger_df = pd.concat([previous.ledger, ledger_df], ignore_index=True)
+        calls_df = _joined(previous.calls, calls_df)
+        events_df = _joined(previous.events, events_df)
+        ledger_df = _joined(previous.ledger, ledger_df)
     if calls_df.empty:
         calls_df = pd.DataFrame(columns=["session", "call"])
     return Replay(base=base, transcript=t, calls=calls_df, events=events_df, ledger=ledger_df,
                   settings=settings, next_call={})
 
 
+def _joined(kept: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+    """A resumed replay's frame: the rows it kept, then the new ones, with the dtypes a
+    replay walking them all at once infers (a column all NA in one of the two, such as
+    the model of a call that names none, would otherwise turn into objects)."""
+    if not len(new):
+        return kept
+    out = pd.concat([kept, new], ignore_index=True)
+    for c in new.columns:
+        if c in kept and kept[c].dtype != new[c].dtype:
+            out[c] = pd.Series(kept[c].tolist() + new[c].tolist())
+    return out
+
+
 def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Settings,
                   rows: list[dict[str, Any]], events: list[dict[str, Any]],
                   ledger: list[pd.DataFrame], anchor: Anchor) -> Transcript:
     p = settings.pipeline
-    k0 = int(calls["call"].iloc[0])
-    est = _estimator(settings, t, session, k0)
+    est = _estimator(settings, t, session)
     overhead = int(settings.overhead_tokens.get(session, 0))
     history = SessionHistory(t, session)
     f = history.frame

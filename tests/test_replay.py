@@ -56,7 +56,7 @@ def _assert_layers_rebuilt(r) -> int:
     moved = 0
     for row in r.calls.itertuples():
         s, k = row.session, row.call
-        est = replay_module._estimator(r.settings, r.base, s, k)
+        est = r.estimator(s)
         over = r.settings.overhead_tokens.get(s, 0)
         budget = Budget(window_tokens=row.window_tokens, limit_tokens=row.limit_tokens,
                         target_tokens=row.target_tokens, overhead_tokens=over)
@@ -118,6 +118,68 @@ def test_rewind_then_resume_reproduces_the_replay():
     pd.testing.assert_frame_equal(again.calls, r.calls)
     pd.testing.assert_frame_equal(again.transcript.frame, r.transcript.frame)
     pd.testing.assert_frame_equal(again.events.drop(columns="ms"), r.events.drop(columns="ms"))
+
+
+def _without_model(t, k: int):
+    """``t`` with call ``k``'s model unknown (some agents log none for a sub-step)."""
+    import dataclasses
+
+    calls = t.calls.copy()
+    calls.loc[calls["call"] == k, "model"] = pd.NA
+    return dataclasses.replace(t, calls=calls)
+
+
+@pytest.mark.parametrize("source", ["generated", "real"])
+def test_a_call_without_a_model_is_counted_like_its_session(source):
+    """One estimator per session: a call that names no model is counted with the
+    session's provider by the walk, by `Replay.at` and by a replay resumed at that call
+    (which once picked the estimator of the call it started from)."""
+    if source == "real":
+        if not REALDATA.is_dir():
+            pytest.skip("../shared/realdata is absent")
+        t = ctxlab.load(REALDATA / "openhands" / "basic_gui_mode.json")  # call 4: no model
+        k, window = 4, 32_000
+    else:
+        t0 = ctxlab.load(DATASETS / "coding_session.jsonl")
+        k, window = int(t0.calls["call"].iloc[len(t0.calls) // 2]), 150_000
+        t = _without_model(t0, k)
+    assert t.calls.loc[t.calls["call"] == k, "model"].isna().all()
+    assert t.calls["model"].notna().any()
+    r = replay(t, "neurolink", window=window)        # estimator "neurolink:{provider}"
+    s = r.base.sessions[0]
+    assert r.estimator(s).spec == "neurolink:anthropic"
+    row = r.calls[r.calls["call"] == k].iloc[0]
+    before, _ = r.at(k)
+    over = r.settings.overhead_tokens.get(s, 0)
+    assert int(before["tokens"].sum()) + r.estimator(s).framing(before["msg"].nunique()) \
+        + over == row["tokens_before"]
+    again = r.rewind(k).resume()
+    pd.testing.assert_frame_equal(again.calls, r.calls)        # dtypes too
+    pd.testing.assert_frame_equal(again.events.drop(columns="ms", errors="ignore"),
+                                  r.events.drop(columns="ms", errors="ignore"))
+    pd.testing.assert_frame_equal(again.ledger, r.ledger)
+
+
+def test_each_session_fits_its_overhead_with_its_own_estimator():
+    """Sessions of different providers in one log: each session's unrecorded overhead is
+    fitted with the estimator its calls are counted with (once, the first session's
+    provider served every session)."""
+    import dataclasses
+
+    from ctxlab.tokens.accuracy import session_overheads
+
+    t = ctxlab.load(DATASETS / "openai_sessions.jsonl")
+    s0 = t.sessions[0]
+    calls = t.calls.copy()
+    calls.loc[calls["session"] == s0, "model"] = "claude-opus-4-6"
+    t = dataclasses.replace(t, calls=calls)
+    r = replay(t, "neurolink", window=100_000)
+    specs = {s: r.estimator(s).spec for s in t.sessions}
+    assert specs[s0] == "neurolink:anthropic"
+    assert {specs[s] for s in t.sessions[1:]} == {"neurolink:openai"}
+    for s in t.sessions:
+        assert r.settings.overhead_tokens[s] == session_overheads(t.session(s), specs[s])[s]
+    assert len(set(r.settings.overhead_tokens.values())) > 1
 
 
 def test_what_if_changes_only_the_future():

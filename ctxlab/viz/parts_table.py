@@ -84,8 +84,6 @@ def _pending_parts(replay: Replay, session: str, call: int) -> pd.DataFrame:
     """The request of a call the replay has not replayed (after a rewind), all kept."""
     from ctxlab.engine import request_parts
     from ctxlab.layers import assign_layers
-    from ctxlab.pipeline import pipeline_estimator, provider_for
-    from ctxlab.tokens import estimator as get_estimator
 
     base = replay.base.calls
     row = base[(base["session"] == session) & (base["call"] == call)]
@@ -93,8 +91,7 @@ def _pending_parts(replay: Replay, session: str, call: int) -> pd.DataFrame:
         raise ConfigError(f"call {call} is not a call of session {session!r}")
     end = float(row["input_end_pos"].iloc[0])
     parts = request_parts(replay.transcript, session, end).reset_index(drop=True)
-    est = (get_estimator(replay.settings.estimator) if replay.settings.estimator is not None
-           else pipeline_estimator(replay.pipeline, provider_for(replay.base, session, call)))
+    est = replay.estimator(session)
     parts["tokens"] = (est.count_parts(parts) if len(parts) else np.zeros(0, np.int64))
     parts["tokens"] = parts["tokens"].astype("int64")
     parts["layer"] = assign_layers(parts)
