@@ -207,11 +207,25 @@ def resolve_pipeline(pipeline: str | Pipeline) -> Pipeline:
     return preset(pipeline)
 
 
+def call_models(t: Transcript, session: str) -> dict[int, str | None]:
+    """The model of each call of a session: its own, or for a call that names none (some
+    agents log none for a step they took without a model response) the latest model
+    named before it in the session, else the first named after it."""
+    c = t.calls[t.calls["session"] == session]
+    c = c.iloc[np.argsort(c["call"].to_numpy(), kind="stable")]
+    known = [m if isinstance(m, str) else None for m in c["model"].tolist()]
+    first = next((m for m in known if m is not None), None)
+    out: dict[int, str | None] = {}
+    last = first
+    for k, m in zip(c["call"].tolist(), known):
+        last = m if m is not None else last
+        out[int(k)] = last
+    return out
+
+
 def window_for(t: Transcript, session: str, call: int) -> int:
-    """The context window of the model that made a call (registry lookup)."""
-    c = t.calls[(t.calls["session"] == session) & (t.calls["call"] == call)]
-    model = c["model"].iloc[0] if len(c) and isinstance(c["model"].iloc[0], str) else None
-    return resolve_window(model=model).window_tokens
+    """The context window of the model that made a call (registry lookup; `call_models`)."""
+    return resolve_window(model=call_models(t, session).get(int(call))).window_tokens
 
 
 def session_provider(t: Transcript, session: str) -> str:

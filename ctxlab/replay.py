@@ -28,8 +28,8 @@ from ctxlab.engine import Budget, StageRun, make_view, request_parts
 from ctxlab.errors import CtxlabError
 from ctxlab.history import SessionHistory
 from ctxlab.layers import assign_layers, layer_categories, user_texts
-from ctxlab.pipeline import (Pipeline, compact_view, pipeline_estimator, session_provider,
-                             request_note, resolve_pipeline, trigger_scope)
+from ctxlab.pipeline import (Pipeline, call_models, compact_view, pipeline_estimator,
+                             request_note, resolve_pipeline, session_provider, trigger_scope)
 from ctxlab.replay_state import (Anchor, Sums, after_values, apply_to_sums, call_row,
                                  empty_ledger, event_row, events_frame, ledger_rows,
                                  window_of)
@@ -315,6 +315,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
     target_ratio = p.target if p.target is not None else p.threshold
     inf = float("inf")
     rows_seen = RequestRows(history, est)
+    models = call_models(t, session) if settings.window is None else {}
     # rows that could wake the always-stages (None: they run at every call), and what
     # they said on the last request where they did nothing (see `Stage.candidates`)
     wake = _candidates(p.always, history.table)
@@ -336,7 +337,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
             _, i = heapq.heappop(exits)
             sums.add(cats[i], tokens[i], turns[i], msgs[i], -1, users[i])
             rows_seen.left.append(i)
-        win = settings.window if settings.window is not None else window_of(c[2])
+        win = settings.window if settings.window is not None else window_of(models[k])
         limit = p.limit_for(win)
         layers = sums.layers()
         total = sum(layers.values()) + est.framing(sums.messages)

@@ -160,6 +160,30 @@ def test_a_call_without_a_model_is_counted_like_its_session(source):
     pd.testing.assert_frame_equal(again.ledger, r.ledger)
 
 
+@pytest.mark.parametrize("source", ["generated", "real"])
+def test_a_call_without_a_model_has_the_window_of_the_model_before_it(source):
+    """With the windows left to the registry, a call that names no model gets the
+    window of the session's model (once, the 128k global default: a spurious trigger
+    at that call on a 200k model)."""
+    from ctxlab.pipeline import call_models, window_for
+
+    if source == "real":
+        if not REALDATA.is_dir():
+            pytest.skip("../shared/realdata is absent")
+        t, k = ctxlab.load(REALDATA / "openhands" / "basic_gui_mode.json"), 4
+    else:
+        t0 = ctxlab.load(DATASETS / "coding_session.jsonl")
+        k = int(t0.calls["call"].iloc[len(t0.calls) // 2])
+        t = _without_model(t0, k)
+    s = t.sessions[0]
+    named = t.calls.loc[t.calls["call"] == k - 1, "model"].iloc[0]
+    assert call_models(t, s)[k] == named
+    r = replay(t, "probe")
+    w = r.calls.set_index("call")["window_tokens"]
+    assert w[k] == w[k - 1] == window_for(t, s, k) > 128_000
+    assert pd.isna(r.calls.set_index("call")["model"][k])       # the log's own value
+
+
 def test_each_session_fits_its_overhead_with_its_own_estimator():
     """Sessions of different providers in one log: each session's unrecorded overhead is
     fitted with the estimator its calls are counted with (once, the first session's
