@@ -139,20 +139,29 @@ def _sessions_of(src: Source) -> list[str]:
     return replayed_sessions(_load(src))
 
 
-def _run_unit(config: Config, src: Source, session: str, stage_cols: Sequence[str],
-              prices: Mapping[str, tuple[float, float]],
-              t: Transcript | None = None) -> dict[str, Any]:
-    """One replay and its metrics: the row of (configuration, session); ``t``: the
-    session's transcript when the caller has it."""
-    from ctxlab.metrics import loss_totals
-    from ctxlab.replay import replay
+def _run_units(units: Sequence[tuple[int, Config]], src: Source, session: str,
+               stage_cols: Sequence[str], prices: Mapping[str, tuple[float, float]],
+               t: Transcript | None = None) -> list[tuple[int, dict[str, Any]]]:
+    """Some configurations over one session, which is loaded and cut out once (``t``:
+    the session's transcript when the caller has it): ``(index, row)`` in ``units``'
+    order. Configurations that differ only in threshold share the replay of their
+    common beginning (`ctxlab.sweep_prefix`)."""
+    from ctxlab.sweep_prefix import replays
 
     t = t if t is not None else _load(src).session(session)
-    p = config.pipeline()
-    t0 = time.perf_counter()
-    r = replay(t, p, window=config.window, estimator=config.estimator)
+    rows = {i: _row(config, src, session, stage_cols, prices, r, start)
+            for i, config, r, start in replays(t, units)}
+    return [(i, rows[i]) for i, _ in units]
+
+
+def _row(config: Config, src: Source, session: str, stage_cols: Sequence[str],
+         prices: Mapping[str, tuple[float, float]], r: Any, start: float) -> dict[str, Any]:
+    """The row of (configuration, session) from its replay and its metrics (``start``:
+    when the replay's work began)."""
+    from ctxlab.metrics import loss_totals
+
     loss = loss_totals(r.transcript)
-    seconds = time.perf_counter() - t0
+    seconds = time.perf_counter() - start
     c, ev = r.calls, r.events
     n = len(c)
 
@@ -168,26 +177,17 @@ def _run_unit(config: Config, src: Source, session: str, stage_cols: Sequence[st
         cost = sum(float(v) * price_for(m or None, prices)[0] for m, v in sent.items())
     pin, pout = price_for(first_model, prices)
     cost = (cost + s_in * pin + s_out * pout) / 1e6
-    row = {**config.columns(stage_cols), "file": src.path, "session": session,
-           "calls": n, "compactions": int(c["triggered"].sum()) if n else 0,
-           "events": int(ev["event"].notna().sum()) if len(ev) else 0,
-           "failures": int(ev["failure"].notna().sum()) if "failure" in ev else 0,
-           "summarizer_calls": ev_sum("summarizer_calls"),
-           "summarizer_input_tokens": s_in, "summarizer_output_tokens": s_out,
-           "tokens_sent": int(c["tokens_after"].sum()) if n else 0, "cost": cost,
-           "peak_usage": float(c["usage_after"].max()) if n else 0.0,
-           "overflows": int(c["over_window"].sum()) if n else 0,
-           "forced_final": int(c["forced_final"].sum()) if n else 0,
-           **loss, "seconds": seconds}
-    return row
-
-
-def _task(units: Sequence[tuple[int, Config]], src: Source, session: str,
-          stage_cols: Sequence[str], prices: Mapping[str, tuple[float, float]]
-          ) -> list[tuple[int, dict[str, Any]]]:
-    """Some configurations over one session, which is loaded and cut out once."""
-    t = _load(src).session(session)
-    return [(i, _run_unit(config, src, session, stage_cols, prices, t)) for i, config in units]
+    return {**config.columns(stage_cols), "file": src.path, "session": session,
+            "calls": n, "compactions": int(c["triggered"].sum()) if n else 0,
+            "events": int(ev["event"].notna().sum()) if len(ev) else 0,
+            "failures": int(ev["failure"].notna().sum()) if "failure" in ev else 0,
+            "summarizer_calls": ev_sum("summarizer_calls"),
+            "summarizer_input_tokens": s_in, "summarizer_output_tokens": s_out,
+            "tokens_sent": int(c["tokens_after"].sum()) if n else 0, "cost": cost,
+            "peak_usage": float(c["usage_after"].max()) if n else 0.0,
+            "overflows": int(c["over_window"].sum()) if n else 0,
+            "forced_final": int(c["forced_final"].sum()) if n else 0,
+            **loss, "seconds": seconds}
 
 
 Sessions = list[tuple[Source, list[str] | None]]
@@ -359,12 +359,12 @@ def _run_all(tasks: list[tuple[list[tuple[int, Config]], Source, str]], stage_co
     try:
         if pool is None:
             for units, src, s in tasks:
-                for i, row in _task(units, src, s, stage_cols, table):
+                for i, row in _run_units(units, src, s, stage_cols, table):
                     rows[i] = row
                     if bar is not None:
                         bar.update(1)
         else:
-            futures = [pool.submit(_task, units, src, s, stage_cols, table)
+            futures = [pool.submit(_run_units, units, src, s, stage_cols, table)
                        for units, src, s in tasks]
             for fut in as_completed(futures):
                 for i, row in fut.result():

@@ -1,6 +1,6 @@
 """The Dask engine of `ctxlab.sweep.sweep`: one task per session on a ``distributed`` cluster.
 
-Each task replays every configuration over one session (`ctxlab.sweep._run_unit`)
+Each task replays every configuration over one session (`ctxlab.sweep._run_units`)
 and loads only that session: from its partition when the corpus is a dataset
 (`ctxlab.loaders.corpus_store`), from its file otherwise (each worker keeps the last
 files it loaded); in-memory transcripts are cut into sessions here and each session is
@@ -20,7 +20,7 @@ from typing import Any
 
 from ctxlab.errors import ConfigError
 from ctxlab.schema import Transcript
-from ctxlab.sweep import Sessions, Source, _bar, _load, _run_unit, _sessions_of
+from ctxlab.sweep import Sessions, Source, _bar, _load, _run_units, _sessions_of
 from ctxlab.sweep_grid import Config
 
 
@@ -30,7 +30,8 @@ def _session_task(si: int, src: Source, session: str, t: Transcript | None,
                   ) -> tuple[int, list[dict[str, Any]]]:
     """Every configuration over one session: (session index, one row per configuration)."""
     t = t if t is not None else _load(src).session(session)
-    return si, [_run_unit(c, src, session, stage_cols, prices, t) for c in configs]
+    return si, [row for _, row in _run_units(list(enumerate(configs)), src, session,
+                                             stage_cols, prices, t)]
 
 
 def _distributed() -> Any:
