@@ -142,9 +142,39 @@ def test_a_session_named_only_by_events_is_kept(tmp_path):
     ev = t.events.copy()
     ev.loc[0, "session"] = "only-events"
     c = write_corpus([replace(t, events=ev)], tmp_path / "ev")
-    assert c.files["session"].tolist() == [t.sessions[0], "only-events"]
-    assert c.files[["parts", "calls", "events"]].iloc[1].tolist() == [0, 0, 1]
+    # its event is the log's first: its partition comes first, so the rows keep their order
+    assert c.files["session"].tolist() == ["only-events", t.sessions[0]]
+    assert c.files[["parts", "calls", "events"]].iloc[0].tolist() == [0, 0, 1]
     pd.testing.assert_frame_equal(c.events, ev)
+
+
+def test_a_session_named_only_by_calls_keeps_its_place_in_the_rows(tmp_path):
+    """Rows read back session by session are in the log's order: a session that only
+    calls name sits where its calls were, not after every session with parts."""
+    t = ctxlab.load(DATASETS / "openai_sessions.jsonl")
+    middle = t.sessions[1]
+    calls = t.calls.copy()
+    calls.loc[calls["session"] == middle, "session"] = "calls-only"
+    assert calls["session"].iloc[-1] != "calls-only"      # its calls are not the last ones
+    c = write_corpus([replace(t, calls=calls)], tmp_path / "calls")
+    assert c.files["session"].tolist().index("calls-only") < len(c.files) - 1
+    pd.testing.assert_frame_equal(c.calls, calls)
+    pd.testing.assert_frame_equal(c.frame, t.frame)
+
+
+def test_a_log_that_gives_no_session_keeps_its_load_report(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    shutil.copy(DATASETS / "coding_session_b.jsonl", src / "a.jsonl")
+    (src / "b.jsonl").write_text(json.dumps({"type": "summary", "summary": "Old chat",
+                                             "leafUuid": "x"}) + "\n")
+    orig = ctxlab.load_dir(src)
+    assert [len(t.frame) + len(t.calls) for t in orig] == [len(orig.transcript(
+        orig.paths[0]).frame) + len(orig.transcript(orig.paths[0]).calls), 0]
+    c = write_corpus(src, tmp_path / "corpus")
+    pd.testing.assert_frame_equal(c.load_report.records, orig.load_report.records)
+    pd.testing.assert_frame_equal(ctxlab.load_dir(tmp_path / "corpus").load_report.records,
+                                  orig.load_report.records)
 
 
 def test_writing_refuses_a_foreign_folder_and_replaces_a_dataset(logs, tmp_path):
@@ -260,4 +290,10 @@ def test_real_logs_round_trip_session_by_session(tmp_path):
         pd.testing.assert_frame_equal(got[0].load_report.records, t.load_report.records)
         assert all(g.load_report is got[0].load_report for g in got)
         assert int(files["events"].sum()) == len(t.events)
+        # and every session read back, in the dataset's order, gives the log's rows
+        every = [c.transcript(p) for p in files["path"]]
+        for name in ("frame", "calls", "events"):
+            pd.testing.assert_frame_equal(
+                pd.concat([getattr(g, name) for g in every], ignore_index=True),
+                getattr(t, name), obj=f"{source} {name}")
     pd.testing.assert_frame_equal(c.load_report.records, orig.load_report.records)

@@ -96,9 +96,11 @@ class Corpus:
     @property
     def load_report(self) -> LoadReport:
         """What became of every record of every log (a dataset: of each source log once)."""
-        if self.dataset is not None:
-            return LoadReport.concat([self._report(str(p))
-                                      for p in pd.unique(self.files["report"])])
+        if self.dataset is not None:     # every source's, also one that gave no session
+            from ctxlab.loaders.corpus_store import read_manifest
+            root = Path(self.dataset)
+            return LoadReport.concat([self._report(str(root / r))
+                                      for r in read_manifest(root)["reports"]])
         return LoadReport.concat([t.load_report for t in self])
 
     def __repr__(self) -> str:

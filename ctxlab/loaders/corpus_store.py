@@ -77,11 +77,21 @@ def partition_name(session: str, used: dict[str, str]) -> str:
 
 
 def _sessions_in_order(t: Transcript) -> list[str]:
-    """``t.sessions``, then any session that only calls or events name."""
-    seen = dict.fromkeys(t.sessions)
-    for df in (t.frame, t.calls, t.events):
-        seen.update(dict.fromkeys(pd.unique(df["session"].dropna())))
-    return list(seen)
+    """``t.sessions``, with every session that only calls or events name placed after the
+    session its rows follow there (so each of ``frame``, ``calls`` and ``events`` read
+    back session by session keeps its row order)."""
+    order = list(dict.fromkeys(t.sessions))
+    for df in (t.calls, t.events):
+        placed = set(order)
+        after = -1                          # the position of the last session seen
+        for s in pd.unique(df["session"].dropna()):
+            if s in placed:
+                after = order.index(s)
+            else:
+                after += 1
+                order.insert(after, s)
+                placed.add(s)
+    return order
 
 
 def _split(t: Transcript) -> Iterator[tuple[str, dict[str, Any]]]:
