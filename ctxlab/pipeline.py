@@ -80,9 +80,9 @@ class Pipeline:
     description: str = ""
 
     def __post_init__(self) -> None:
-        if not 0 < self.threshold <= 10:
+        if not _ratio(self.threshold):
             raise ConfigError(f"threshold must be a ratio in (0, 10], not {self.threshold!r}")
-        if self.target is not None and not 0 < self.target <= 10:
+        if self.target is not None and not _ratio(self.target):
             raise ConfigError(f"target must be a ratio in (0, 10], not {self.target!r}")
         if self.limit == "fixed" and not (self.limit_tokens and self.limit_tokens > 0):
             raise ConfigError("limit='fixed' needs limit_tokens > 0")
@@ -179,6 +179,11 @@ class CompactResult:
         return (f"CompactResult({self.pipeline}, call {self.call}: "
                 f"{self.tokens_before:,} → {self.tokens_after:,} tokens "
                 f"(limit {self.limit_tokens:,}), stages {list(self.stages_used)})")
+
+
+def _ratio(x: Any) -> bool:
+    """A number in (0, 10] (not a bool, not a text)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= 10
 
 
 def request_note(runs: Sequence[StageRun], *, triggered: bool, within_target: bool,

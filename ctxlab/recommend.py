@@ -37,11 +37,15 @@ CLOSEST_SHOWN = 3
 
 
 def config_columns(results: pd.DataFrame) -> list[str]:
-    """The columns that name a configuration: those before ``file`` (but ``config``)."""
+    """The columns that name a configuration: those before ``file`` (but ``config``), and
+    any ``stage.param`` column after it (results concatenated: a parameter only a later
+    sweep varied comes last)."""
     if "file" not in results.columns or "session" not in results.columns:
         raise ConfigError("not a sweep result: it has no 'file' and 'session' columns "
                           "(make one with ctxlab.sweep)")
-    return [c for c in results.columns[:results.columns.get_loc("file")] if c != "config"]
+    at = results.columns.get_loc("file")
+    return [c for c in results.columns[:at] if c != "config"] + \
+        [c for c in results.columns[at:] if isinstance(c, str) and c.count(".") == 1]
 
 
 def _grouped(results: pd.DataFrame) -> tuple[list[str], pd.DataFrame, Any]:

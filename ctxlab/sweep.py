@@ -44,7 +44,7 @@ from ctxlab.errors import ConfigError
 from ctxlab.loaders.corpus import Corpus, load_dir
 from ctxlab.loaders.records import LoadOptions
 from ctxlab.schema import Transcript
-from ctxlab.sweep_grid import Config, Grid, expand
+from ctxlab.sweep_grid import Config, Grid, distinct, expand
 
 PRICES: dict[str, tuple[float, float]] = {
     "claude-opus": (15.0, 75.0), "claude-opus-4-5": (5.0, 25.0),
@@ -288,9 +288,9 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
         raise ConfigError(f"workers must be >= 1, not {workers}")
     table = {**PRICES, **(prices or {})}
     configs, stage_cols = expand(grid)
-    configs = [replace(c, window=c.window if c.window is not None else window,
-                       estimator=c.estimator if c.estimator is not None else estimator)
-               for c in configs]
+    configs = distinct(replace(c, window=c.window if c.window is not None else window,
+                               estimator=c.estimator if c.estimator is not None else estimator)
+                       for c in configs)
     sources, memory = _sources(corpus)
     if engine == "dask":
         from ctxlab.sweep_dask import run_dask

@@ -24,6 +24,7 @@ step, stop included) or ``preset=neurolink,copilot-fixed``.
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from decimal import Decimal, InvalidOperation
@@ -114,18 +115,37 @@ def stage_names(p: Pipeline) -> list[str]:
     return list(dict.fromkeys(s.name for s in (*p.always, *p.stages, *p.post)))
 
 
-def _check(grid: Grid) -> None:
+def _checked(grid: Grid) -> dict[str, list[Any]]:
+    """The grid with each name's values read once into a list (an iterator is used up)."""
     if not isinstance(grid, Mapping):
         raise ConfigError(f"a grid is a mapping of name -> list of values, not "
                           f"{type(grid).__name__}")
+    out: dict[str, list[Any]] = {}
     for name, values in grid.items():
         if name not in NAMES and name.count(".") != 1:
             raise ConfigError(f"unknown grid name {name!r}; names: {', '.join(NAMES)} or "
                               f"stage.param (e.g. prune.protect_tokens)")
         if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
             raise ConfigError(f"grid {name!r}: give a list of values, e.g. [{values!r}]")
-        if not list(values):
+        out[name] = list(values)
+        if not out[name]:
             raise ConfigError(f"grid {name!r} has no values")
+    return out
+
+
+def distinct(configs: Iterable[Config]) -> list[Config]:
+    """``configs`` without those that replay what an earlier one does: the same pipeline,
+    window and estimator once defaults are filled in (a preset's own threshold, an
+    estimator spelled out that is the pipeline's own)."""
+    seen: list[tuple[Any, ...]] = []
+    out: list[Config] = []
+    for c in configs:
+        p = c.pipeline()
+        key = (p, c.window, c.estimator if c.estimator is not None else p.estimator, c.skipped)
+        if key not in seen:
+            seen.append(key)
+            out.append(c)
+    return out
 
 
 def expand(grid: Grid | Sequence[Grid]) -> tuple[list[Config], list[str]]:
@@ -140,22 +160,13 @@ def expand(grid: Grid | Sequence[Grid]) -> tuple[list[Config], list[str]]:
         >>> [c.pipeline().threshold for c in configs]
         [0.6, 0.7]
     """
-    grids = [grid] if isinstance(grid, Mapping) else list(grid)
+    grids = [_checked(g) for g in ([grid] if isinstance(grid, Mapping) else list(grid))]
     if not grids:
         raise ConfigError("the grid is empty")
-    configs: list[Config] = []
     stage_cols: list[str] = []
     for g in grids:
-        _check(g)
         stage_cols += [n for n in g if n not in NAMES and n not in stage_cols]
-    seen: list[tuple[Any, ...]] = []
-    for g in grids:
-        for c in _expand_one(g):
-            key = (c.pipeline(), c.window, c.estimator, c.skipped)
-            if key not in seen:  # the same replay asked twice (e.g. a preset's own threshold)
-                seen.append(key)
-                configs.append(c)
-    return configs, stage_cols
+    return distinct(c for g in grids for c in _expand_one(g)), stage_cols
 
 
 def _expand_one(grid: Grid) -> Iterable[Config]:
@@ -248,6 +259,9 @@ def parse_spec(spec: str) -> tuple[str, list[Any]]:
         from ctxlab.cli import parse_window
         return name, [parse_window(v) if v.strip().lower() not in ("none", "default") else None
                       for v in rest.split(",")]
+    if name != "preset" and _range_without_step(rest):
+        raise ConfigError(f"bad range {rest!r} in --grid {spec!r}: write start:stop:step "
+                          f"(e.g. threshold=0.6:0.95:0.05) or list the values (0.6,0.8)")
     if name != "preset" and rest.count(":") == 2:
         a, b, step = (_number(x) for x in rest.split(":"))
         if step <= 0 or b < a:
@@ -258,6 +272,16 @@ def parse_spec(spec: str) -> tuple[str, list[Any]]:
         whole = all(x == x.to_integral_value() for x in (a, step))
         return name, [int(a + i * step) if whole else float(a + i * step) for i in range(n)]
     return name, [_value(v) for v in rest.split(",") if v.strip()]
+
+
+def _range_without_step(text: str) -> bool:
+    """``0.6:0.95``, ``0.6..0.9``, ``1:2:3:4``: numbers joined as a range, not start:stop:step."""
+    for sep in (":", ".."):
+        pieces = [x.strip() for x in text.split(sep)]
+        if len(pieces) > 1 and (sep == ".." or len(pieces) != 3) and all(
+                re.fullmatch(r"[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?", x) for x in pieces):
+            return True
+    return False
 
 
 def parse_grid(specs: Iterable[str]) -> dict[str, list[Any]]:
@@ -271,5 +295,5 @@ def parse_grid(specs: Iterable[str]) -> dict[str, list[Any]]:
     return out
 
 
-__all__ = ["Config", "NAMES", "expand", "parse_grid", "parse_spec", "stage_names",
+__all__ = ["Config", "NAMES", "distinct", "expand", "parse_grid", "parse_spec", "stage_names",
            "with_stage_param"]

@@ -55,10 +55,45 @@ def test_parse_spec_ranges_include_stop_without_float_drift():
 
 @pytest.mark.parametrize("spec, words", [
     ("threshold", "name=a:b:step"), ("bogus=1,2", "names: preset, threshold"),
-    ("threshold=0.9:0.6:0.1", "start <= stop"), ("threshold=a:1:0.1", "not a number")])
+    ("threshold=0.9:0.6:0.1", "start <= stop"), ("threshold=a:1:0.1", "not a number"),
+    ("threshold=0.6:0.95", "write start:stop:step"), ("threshold=0.6..0.9", "start:stop:step"),
+    ("prune.protect_tokens=1:2:3:4", "start:stop:step")])
 def test_parse_spec_errors_say_what_to_write(spec, words):
     with pytest.raises(ConfigError, match=words):
         parse_spec(spec)
+
+
+def test_a_text_where_a_ratio_belongs_is_a_config_error_not_a_type_error():
+    with pytest.raises(ConfigError, match="threshold must be a ratio"):
+        expand({"threshold": ["0.6"]})[0][0].pipeline()
+    assert parse_spec("summarize.prefix=Summary: so far")[1] == ["Summary: so far"]
+
+
+def test_grid_values_may_be_any_iterable_read_once():
+    configs, _ = expand({"preset": iter(["neurolink"]), "threshold": map(float, ["0.6", "0.7"])})
+    assert [c.pipeline().threshold for c in configs] == [0.6, 0.7]
+
+
+def test_configurations_the_defaults_make_identical_are_swept_once(small):
+    """An estimator spelled out that is the pipeline's own, or a window that the sweep's
+    default fills in, asks for the same replay: one configuration, not two counted twice."""
+    from ctxlab.presets import preset
+
+    own = preset("probe").estimator
+    assert "{" not in own
+    df = sweep(small, {"preset": ["probe"], "estimator": [None, own],
+                       "window": [None, 100_000]}, window=100_000, workers=1)
+    assert df["config"].nunique() == 1 and len(df) == 5
+    assert aggregate(df)["sessions"].tolist() == [5]
+
+
+def test_concatenated_results_keep_a_late_stage_parameter_as_a_key(serial, small):
+    other = sweep(small, {"preset": ["neuron"], "threshold": [0.5]}, workers=1)
+    both = pd.concat([other, serial], ignore_index=True)   # prune.protect_tokens comes last
+    assert both.columns.get_loc("prune.protect_tokens") > both.columns.get_loc("file")
+    agg = aggregate(both)
+    assert len(agg) == 1 + serial["config"].nunique()
+    assert (agg["sessions"] == 5).all()
 
 
 def test_parse_grid_rejects_a_name_given_twice():
