@@ -143,10 +143,16 @@ class Replay:
         return _walk(self.base, self.transcript, settings, self.next_call, self)
 
     def recall(self) -> pd.DataFrame:
-        """Needed-fact recall per call (`ctxlab.metrics.needed_recall_df`; computed once)."""
+        """Needed-fact recall per call it holds (`ctxlab.metrics.needed_recall_df`;
+        computed once)."""
         from ctxlab.metrics import needed_recall_df
         if "recall" not in self._metrics:
-            self._metrics["recall"] = needed_recall_df(self.transcript)
+            rec = needed_recall_df(self.transcript)
+            if self.next_call:      # rewound: only the calls it holds (its transcript has
+                held = set(zip(self.calls["session"], self.calls["call"]))  # every call)
+                rec = rec[[k in held for k in zip(rec["session"], rec["call"])]]
+                rec = rec.reset_index(drop=True)
+            self._metrics["recall"] = rec
         return self._metrics["recall"].copy()
 
     def retention(self) -> pd.DataFrame:

@@ -206,6 +206,18 @@ def test_each_session_fits_its_overhead_with_its_own_estimator():
     assert len(set(r.settings.overhead_tokens.values())) > 1
 
 
+def test_a_rewound_replay_measures_recall_on_the_calls_it_holds():
+    t = ctxlab.load(DATASETS / "coding_session.jsonl")
+    r = replay(t, "neurolink", window=150_000)
+    k = int(r.events["call"].iloc[1])
+    back = r.rewind(k)
+    rec, full = back.recall(), r.recall()
+    assert rec["call"].tolist() == back.calls["call"].tolist() == list(range(k))
+    pd.testing.assert_frame_equal(rec, full[full["call"] < k].reset_index(drop=True))
+    assert back.summary()["recall"] != r.summary()["recall"] or full["missing"].sum() == 0
+    assert back.resume().recall().equals(full)
+
+
 def test_what_if_changes_only_the_future():
     t = ctxlab.load(DATASETS / "coding_session.jsonl")
     r = replay(t, "neurolink", window=150_000)
