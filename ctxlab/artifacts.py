@@ -24,8 +24,8 @@ Rules, with their precision limits in brackets:
   currency sign (``€178587``), after ``port`` or ``#`` (``#42``). Not numbers: parts
   of dotted chains (versions ``3.11.2``, ``127.0.0.1``), words (``v2``, ``924E``),
   dashed runs (``2026-01-12``, ``pg-staging-821``), subscripts (``test_bulk[798]``),
-  line-number gutters (``120→``) and pytest's ``[ 40%]``; ``3.11`` alone has one
-  integer digit and no unit. [The same number in unrelated places is one artifact.]
+  line-number gutters (``120→``) and pytest's ``[ 40%]`` or ``[100%]``; ``3.11`` alone
+  has one integer digit and no unit. [The same number in unrelated places is one artifact.]
 * ``date``: ``2026-03-23``, ``23 March 2026``, ``March 23, 2026`` → ``2026-03-23``.
 * ``instruction``: a sentence with must, never, always, please, use, don't, do not,
   should, make sure, avoid, keep or prefer, in a real user message (the first message
@@ -64,7 +64,7 @@ _TOKENS = (
     # dates that start with the day; numbers, qualified by digits, unit, currency, port or #
     rf"(?<![\w.-])(?P<d1>[0-3]?\d)\s+(?P<m1>{_MONTH})\.?,?\s+(?P<y1>\d{{4}})(?!\w)"
     r"|(?:(?P<mark>\b[Pp]ort[ =:]|#)|(?<![\w.,-])(?<!\w\[))(?P<cur>[$€£¥])?"
-    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![.,]\d|-\d|\.[A-Za-z])"
+    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![.,]\d|-\d|\.[A-Za-z]|%\])"
     rf"(?:\s?(?P<unit>(?i:{_UNIT}))(?!\w))?(?![\w→\t]|/(?:[\w.@+-]+/)*[\w.@+-]*\.[A-Za-z])"
     rf"|(?P<m2>{_MONTH})\.?\s+(?P<d2>[0-3]?\d)(?:st|nd|rd|th)?,?\s+(?P<y2>\d{{4}})(?!\w)"
     rf"|(?!{_PLAIN})(?:"

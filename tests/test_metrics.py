@@ -89,6 +89,7 @@ def test_identifiers(text, expected):
     ("Python 3.11, version 1.2.3, at 127.0.0.1, 2 files? no: 7 apples, 0.25", ["2 files"]),
     ("CTX_TOKEN_924E v2 pg-staging-821 2026-01-12T09:00:00Z test_bulk[798] [ 40%]", []),
     ("     120→    return x\n   1234\tdef f():", []),
+    ("tests/test_api.py ........ [100%]\nCPU at 100% of 250 requests", ["100%", "250 requests"]),
 ])
 def test_numbers(text, expected):
     assert _values(text, "number") == sorted(expected)
