@@ -12,7 +12,8 @@ better or as good at recall, and strictly one of them), best ``recall_per_mtok``
 aggregate (the notebook tuner, `ctxlab.viz.plot_sweep`).
 
 When nothing was needed in the whole corpus, ``recall`` is NaN; it then counts as
-meeting any ``min_recall`` and as 1.0 on the front (nothing was missed).
+meeting any ``min_recall`` and as 1.0 on the front (nothing was missed). Likewise a NaN
+``retention`` (no event hid an artifact) meets any ``min_retention``.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def _violation(agg: pd.DataFrame, constraints: dict[str, float]) -> pd.Series:
     for name, limit in constraints.items():
         col, kind = CONSTRAINTS[name]
         v = agg[col].astype("float64")
-        if col == "recall":
+        if col in ("recall", "retention"):    # nothing needed / nothing hidden: none lost
             v = v.fillna(1.0)
         gap = (v - limit) if kind == "max" else (limit - v)
         total += gap.clip(lower=0).fillna(np.inf) / max(abs(float(limit)), 1.0)
@@ -135,12 +136,16 @@ def _checked(constraints: dict[str, Any]) -> dict[str, float]:
 
 def meets(agg: pd.DataFrame, **constraints: float) -> pd.Series:
     """Whether each configuration of an `aggregate` result meets the constraints
-    (`recommend`'s rules: NaN recall meets any ``min_recall``).
+    (`recommend`'s rules: NaN recall meets any ``min_recall``, NaN retention any
+    ``min_retention``).
 
     Example:
-        >>> agg = pd.DataFrame({"overflows": [0, 2], "recall": [0.9, float("nan")]})
+        >>> agg = pd.DataFrame({"overflows": [0, 2], "recall": [0.9, float("nan")],
+        ...                     "retention": [float("nan"), 0.5]})
         >>> meets(agg, max_overflows=0).tolist(), meets(agg, min_recall=0.95).tolist()
         ([True, False], [False, True])
+        >>> meets(agg, min_retention=0.8).tolist()
+        [True, False]
     """
     return _violation(agg, _checked(constraints)) == 0
 

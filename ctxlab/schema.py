@@ -107,8 +107,9 @@ EVENT_COLUMNS: tuple[Column, ...] = (
 
 
 def empty_frame(columns: tuple[Column, ...]) -> pd.DataFrame:
-    """An empty frame with the declared columns and dtypes."""
-    return pd.DataFrame({c.name: pd.Series(dtype=c.dtype) for c in columns})
+    """An empty frame with the declared columns and dtypes (text as `coerce` makes it)."""
+    return pd.DataFrame({c.name: pd.Series(dtype=TEXT if c.dtype == "string" else c.dtype)
+                         for c in columns})
 
 
 def coerce(data: Mapping[str, list[Any]] | pd.DataFrame,

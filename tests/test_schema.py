@@ -128,3 +128,15 @@ def test_load_report_counts():
     assert rep.records_read == 3 and rep.parts_made == 6
     assert rep.skipped.empty
     assert "3 records: 3 used" in str(rep)
+
+
+@pytest.mark.parametrize("columns", [PART_COLUMNS, CALL_COLUMNS, EVENT_COLUMNS, REPORT_COLUMNS])
+def test_an_empty_frame_has_the_dtypes_of_a_coerced_one(columns):
+    """An empty corpus's frames compare equal to a loaded log's with no rows (text is the
+    python-backed string dtype both ways, not pandas' default)."""
+    from ctxlab.schema import coerce, empty_frame
+
+    empty = empty_frame(columns)
+    made = coerce({c.name: [] for c in columns}, columns)
+    assert empty.dtypes.to_dict() == made.dtypes.to_dict()
+    pd.testing.assert_frame_equal(empty, made)
