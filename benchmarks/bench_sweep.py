@@ -6,7 +6,9 @@ as in ``bench_replay.py``, one seed per session), written to a temporary folder 
 converted to a corpus dataset (`ctxlab.loaders.corpus_store.write_corpus`); a grid of the
 non-LLM presets (``probe``, ``ai-agent``, ``neuron``, ``observation-masking``: no stage
 that would call a model) at several thresholds, replayed over every session by
-`ctxlab.sweep.sweep` (each replay with its recall and retention metrics). Prints, per
+`ctxlab.sweep.sweep` (each replay with its recall and retention metrics; a preset's
+thresholds share the replay of their common beginning, `ctxlab.sweep_prefix`, as in any
+sweep). Prints, per
 engine and worker count, the wall time, replays per minute, and the speed-up over the
 local engine with 1 worker; checks that every run gave the same results; the replay
 seconds summed over workers against the wall time (the concurrency reached: on a machine

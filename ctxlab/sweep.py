@@ -22,7 +22,9 @@ request sizes after compaction: the input cost); ``cost`` (USD, `PRICES`);
 1 − missing / needed, NaN when nothing was needed); ``hidden_artifacts``,
 ``retained``, ``retention`` (all artifact kinds pooled over the compaction events:
 retained / hidden, NaN when no event hid any); ``seconds`` (wall time of the replay
-and its metrics: it varies from run to run, leave it out when comparing results).
+and its metrics; for a configuration resumed from another's shared beginning,
+`ctxlab.sweep_prefix`, of its own part: it varies from run to run, leave it out when
+comparing results).
 """
 
 from __future__ import annotations
