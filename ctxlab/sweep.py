@@ -5,8 +5,9 @@ over each session of a corpus. Rows come back in configuration order, then sessi
 order (files in corpus order, sessions in log order), whatever the engine and the
 number of workers. ``engine="local"``: with ``workers=1`` everything runs in this
 process; otherwise a process pool (``spawn``) runs tasks of several configurations
-over one session (a session's configurations are split in as many runs as it takes to
-give every worker two tasks), each worker loading the file of its session itself (only
+over one session (with few sessions, a session's configurations are split so every
+worker has work: one task per group that shares its beginning, `ctxlab.sweep_prefix`, or
+runs of them), each worker loading the file of its session itself (only
 a path, format and session id travel), keeping the last files it loaded. ``engine="dask"``
 (`ctxlab.sweep_dask`): one task per session on a ``distributed`` cluster. A corpus
 dataset (`ctxlab.loaders.corpus_store`) is read one session partition at a time, so a
@@ -47,6 +48,7 @@ from ctxlab.loaders.corpus import Corpus, load_dir
 from ctxlab.loaders.records import LoadOptions
 from ctxlab.schema import Transcript
 from ctxlab.sweep_grid import Config, Grid, distinct, expand
+from ctxlab.sweep_prefix import shared_groups
 
 PRICES: dict[str, tuple[float, float]] = {
     "claude-opus": (15.0, 75.0), "claude-opus-4-5": (5.0, 25.0),
@@ -329,15 +331,28 @@ def _run_local(sources: Sessions, memory: list[Transcript], configs: list[Config
         # few sessions, each session's configurations are split so every worker has work
         pieces = 1 if pool is None else min(len(configs), max(1, -(-2 * n_workers
                                                                   // max(len(sessions), 1))))
-        tasks = [([(ci * len(sessions) + si, configs[ci]) for ci in chunk], src, s)
-                 for si, (src, s) in enumerate(sessions)
-                 for chunk in _split(range(len(configs)), pieces)]
+        runs = _runs(configs, pieces, n_workers)
+        tasks = [([(ci * len(sessions) + si, configs[ci]) for ci in run], src, s)
+                 for si, (src, s) in enumerate(sessions) for run in runs]
         bar = _bar(len(configs) * len(sessions), progress, "sweep")
         rows = _run_all(tasks, stage_cols, table, pool, bar)
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
     return rows, len(sessions)
+
+
+def _runs(configs: Sequence[Config], pieces: int, n_workers: int) -> list[list[int]]:
+    """The configuration indices of each task of a session: all of them (``pieces`` 1),
+    else one task per group that shares its beginning (`ctxlab.sweep_prefix`) when there
+    are enough groups to keep the workers busy, else ``pieces`` runs of the grouped order."""
+    if pieces == 1:
+        return [list(range(len(configs)))]
+    groups = shared_groups(configs)
+    if len(groups) >= n_workers:
+        return groups
+    order = [i for g in groups for i in g]
+    return [order[r.start:r.stop] for r in _split(range(len(order)), pieces)]
 
 
 def _split(items: range, pieces: int) -> list[range]:

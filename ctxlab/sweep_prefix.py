@@ -31,28 +31,36 @@ TARGET_READERS = frozenset({"summarize"})
 """Built-in stages whose edits depend on the target (the summary's budget)."""
 
 
+def shared_groups(configs: Sequence[Config]) -> list[list[int]]:
+    """Indices of ``configs`` grouped by what they share (`_shareable`; a configuration
+    that shares nothing is a group of its own), in order of first appearance."""
+    groups: list[tuple[Any, list[int]]] = []
+    for i, config in enumerate(configs):
+        key = _shareable(config, config.pipeline())
+        group = next((g for k, g in groups if key is not None and k == key), None)
+        if group is None:
+            groups.append((key, [i]))
+        else:
+            group.append(i)
+    return [g for _, g in groups]
+
+
 def replays(t: Transcript, units: Sequence[tuple[int, Config]]
             ) -> Iterator[tuple[int, Config, Replay, float]]:
     """Each configuration's replay of ``t``, one session: ``(index, config, replay,
     start)``, ``start`` the `time.perf_counter` at which its work began. Configurations
-    come grouped (`_shareable`), each group in ascending threshold."""
-    groups: list[tuple[Any, list[tuple[int, Config, Pipeline]]]] = []
-    for i, config in units:
-        p = config.pipeline()
-        key = _shareable(config, p)
-        group = next((g for k, g in groups if key is not None and k == key), None)
-        if group is None:
-            groups.append((key, [(i, config, p)]))
-        else:
-            group.append((i, config, p))
-    for key, group in groups:
+    come grouped (`shared_groups`), each group in ascending threshold."""
+    configs = [config for _, config in units]
+    for group in shared_groups(configs):
         previous: Replay | None = None
-        for i, config, p in sorted(group, key=lambda item: item[2].threshold):
+        pipelines = {k: configs[k].pipeline() for k in group}
+        for k in sorted(group, key=lambda k: pipelines[k].threshold):
+            config, p = configs[k], pipelines[k]
             start = time.perf_counter()
             r = _continued(previous, p) if previous is not None else None
             if r is None:
                 r = replay(t, p, window=config.window, estimator=config.estimator)
-            yield i, config, r, start
+            yield units[k][0], config, r, start
             previous = r
 
 

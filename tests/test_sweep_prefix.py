@@ -104,6 +104,25 @@ def test_a_sweep_gives_the_same_rows_with_and_without_sharing(monkeypatch):
     assert len(shared) == 18
 
 
+def test_groups_gather_a_presets_thresholds_whatever_the_grid_order(monkeypatch):
+    from ctxlab.sweep_grid import expand
+    from ctxlab.sweep_prefix import shared_groups
+
+    configs, _ = expand({"threshold": [0.6, 0.8], "preset": ["probe", "neuron"]})
+    assert [c.pipeline().name for c in configs] == ["probe", "neuron", "probe", "neuron"]
+    assert shared_groups(configs) == [[0, 2], [1, 3]]
+    # one session on two workers: the configurations are cut in runs, a group in one run
+    import importlib
+    sweep_module = importlib.import_module("ctxlab.sweep")  # `ctxlab.sweep` is the function
+    tasks = []
+    monkeypatch.setattr(sweep_module, "_run_all",
+                        lambda tasks_, *a, **k: tasks.extend(tasks_) or {})
+    sweep_module._run_local([(sweep_module.Source(path="x"), ["s"])], [], configs, [], {},
+                            workers=2, progress=False)
+    assert [[c.pipeline().name for _, c in units] for units, _, _ in tasks] == \
+        [["probe", "probe"], ["neuron", "neuron"]]
+
+
 def test_what_decides_sharing():
     from ctxlab.presets import preset
     from ctxlab.sweep_prefix import _shareable
