@@ -78,8 +78,9 @@ def _probe() -> Pipeline:
 
 def _ai_agent() -> Pipeline:
     return Pipeline(name="ai-agent",
-                    always=stages_from([("truncate_tool_output",
-                                         {"max_bytes": 12_288, "handle": True})]),
+                    always=stages_from([("truncate_tool_output",   # seed 002: bytes only
+                                         {"max_bytes": 12_288, "max_lines": None,
+                                          "handle": True})]),
                     threshold=1.0, limit="effective", on_over="final",
                     estimator="max:tiktoken:cl100k_base,chars:4",
                     description="seed 002: cut big tool outputs; force a final turn over limit")
@@ -109,9 +110,11 @@ def _copilot_fixed() -> Pipeline:
 
 
 def _neuron() -> Pipeline:
+    # seed 004's loop checks token_estimate(messages): tool definitions are apart
     return Pipeline(name="neuron", stages=stages_from([("clear_tool_results", {"keep": 2}),
                                                        ("keep_last", {"keep": 10})]),
                     threshold=1.0, limit="fixed", limit_tokens=NEURON_TRIGGER,
+                    trigger_layers=("system", "carried", "current", "history", "prompt"),
                     estimator="neuron",
                     description="seed 004: clear tool results, then a sliding window")
 

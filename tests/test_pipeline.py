@@ -57,6 +57,25 @@ def test_neurolink_compacts_the_last_request_like_seed_000(coding):
     pd.testing.assert_frame_equal(back.frame, coding.frame)
 
 
+def test_neuron_triggers_on_the_messages_without_the_tool_definitions():
+    """Seed 004's loop compares ``token_estimate(messages)`` with the trigger; tool
+    definitions are estimated apart (``estimate_tools``)."""
+    from dataclasses import replace
+
+    t = ctxlab.load(DATASETS / "openai_sessions.jsonl")
+    s = t.sessions[0]
+    k = int(t.calls.loc[t.calls["session"] == s, "call"].max())
+    roomy = compact(t, replace(preset("neuron"), limit_tokens=10**7), session=s, call=k)
+    parts = roomy.view.parts
+    tools = int(parts.loc[parts["layer"] == "tools", "tokens"].sum())
+    assert tools > 0
+    limit = roomy.tokens_before - tools // 2     # messages fit, messages + tools do not
+    res = compact(t, replace(preset("neuron"), limit_tokens=limit), session=s, call=k)
+    assert res.tokens_before > limit and not res.triggered and not res.compacted
+    whole = replace(preset("neuron"), limit_tokens=limit, trigger_layers=None)
+    assert compact(t, whole, session=s, call=k).triggered
+
+
 def test_below_threshold_nothing_happens(coding):
     r = compact(coding, "neurolink", window=2_000_000)
     assert not r.triggered and not r.compacted and r.tokens_after == r.tokens_before

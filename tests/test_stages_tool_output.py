@@ -155,6 +155,22 @@ def test_ai_agent_handle_names_the_hidden_original():
     assert f.loc[f["part"] == old, "hidden_by"].item() == r.runs[0].event
 
 
+def test_ai_agent_cuts_on_bytes_only_as_seed_002_sets():
+    """Seed 002's only limit is ``toolResponseMaxBytes`` (12,288): 3,000 short lines stay
+    whole under the ai-agent preset (seed 000's 2,000-line limit is not its), a big
+    output is cut to 12,288 bytes, and the reason names bytes alone."""
+    from ctxlab.presets import preset
+
+    cut = preset("ai-agent").always[0]
+    assert (cut.max_bytes, cut.max_lines) == (12_288, None)
+    lines = "".join(f"r{i % 10}\n" for i in range(3_000))          # 9,000 bytes
+    assert cut.plan(_view(_build([lines]))) is None
+    assert TruncateToolOutput().plan(_view(_build([lines]))).hide   # seed 000 would cut it
+    _, r = _run(_build([lines, "z" * 20_000]), cut)
+    assert r.runs[0].hidden == 1 and "12,288 bytes to their tail" in r.runs[0].reason
+    assert "lines" not in r.runs[0].reason
+
+
 def test_save_dir_writes_the_full_output_there_and_nowhere_else(tmp_path):
     out = tmp_path / "outputs"
     body = "w" * 60_000

@@ -141,10 +141,24 @@ def iter_jsonl(path: Path, log: RecordLog) -> Iterator[tuple[int, Any]]:
         except json.JSONDecodeError as e:
             is_last = i == len(lines) and not last_terminated
             reason = ("truncated last line (the writer was probably interrupted)" if is_last
-                      else f"malformed JSON: {e.msg} at column {e.colno}")
+                      else f"malformed JSON: {_where(e)}")
             log.skipped("invalid-json", reason, line=i)
             continue
         yield i, value
+
+
+def _where(e: json.JSONDecodeError) -> str:
+    """The decoder's message with its column (``Unterminated string starting at column
+    5``: the message already ends with "at").
+
+    Example:
+        >>> try:
+        ...     json.loads('{"a": "b')
+        ... except json.JSONDecodeError as e:
+        ...     print(_where(e))
+        Unterminated string starting at column 7
+    """
+    return f"{e.msg.removesuffix(' at')} at column {e.colno}"
 
 
 def read_json(path: Path, log: RecordLog) -> Any:
@@ -155,7 +169,7 @@ def read_json(path: Path, log: RecordLog) -> Any:
     except RecursionError:
         raise log.error("JSON nested too deeply to parse") from None
     except json.JSONDecodeError as e:
-        raise log.error(f"malformed JSON: {e.msg} at column {e.colno}; the file may be "
+        raise log.error(f"malformed JSON: {_where(e)}; the file may be "
                         f"truncated or not a JSON document", line=e.lineno) from None
 
 

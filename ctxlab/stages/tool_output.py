@@ -130,9 +130,10 @@ class Truncated:
 
 
 def truncate_text(text: str, *, max_bytes: int = MAX_TOOL_OUTPUT_BYTES,
-                  max_lines: int = MAX_TOOL_OUTPUT_LINES,
+                  max_lines: int | None = MAX_TOOL_OUTPUT_LINES,
                   direction: Literal["head", "tail"] = "tail") -> Truncated:
-    """Keep at most ``max_lines`` lines, then at most ``max_bytes`` bytes, of one end.
+    """Keep at most ``max_lines`` lines (None: any number), then at most ``max_bytes``
+    bytes, of one end.
 
     Example:
         >>> r = truncate_text("1\\n2\\n3\\n4\\n", max_bytes=100, max_lines=2)
@@ -144,7 +145,7 @@ def truncate_text(text: str, *, max_bytes: int = MAX_TOOL_OUTPUT_BYTES,
     data = utf8_bytes(text)
     lines = _LINE.findall(text)
     kept = text
-    if len(lines) > max_lines:
+    if max_lines is not None and len(lines) > max_lines:
         kept = "".join(lines[:max_lines] if direction == "head" else lines[len(lines) - max_lines:])
     kept_data = cut_bytes(utf8_bytes(kept), max_bytes, direction)
     kept = kept_data.decode("utf-8", "surrogatepass")
@@ -153,8 +154,8 @@ def truncate_text(text: str, *, max_bytes: int = MAX_TOOL_OUTPUT_BYTES,
 
 
 @functools.lru_cache(maxsize=4096)
-def _truncated(text: str, max_bytes: int, max_lines: int, direction: Literal["head", "tail"]
-               ) -> Truncated:
+def _truncated(text: str, max_bytes: int, max_lines: int | None,
+               direction: Literal["head", "tail"]) -> Truncated:
     """`truncate_text`, remembered: an always-on stage meets an oversized result whose
     cut would not save tokens again at every call."""
     return truncate_text(text, max_bytes=max_bytes, max_lines=max_lines, direction=direction)
@@ -168,7 +169,8 @@ class TruncateToolOutput(Stage):
     Attributes:
         max_bytes: UTF-8 bytes a tool result may have (seed 000: 51,200; seed 002's
             ``toolResponseMaxBytes``: 12,288).
-        max_lines: lines a tool result may have (seed 000: 2,000).
+        max_lines: lines a tool result may have (seed 000: 2,000); None: no line limit
+            (seed 002 sets bytes only).
         direction: which end to keep (seed 000: ``"tail"``).
         save_dir: a directory to write each full output to (seed 000's ``saveToDisk``);
             None writes nothing.
@@ -181,7 +183,7 @@ class TruncateToolOutput(Stage):
     name = "truncate_tool_output"
     source = "seed 000 (NeuroLink truncateToolOutput); seed 002 (ai-agent toolResponseMaxBytes)"
     max_bytes: int = MAX_TOOL_OUTPUT_BYTES
-    max_lines: int = MAX_TOOL_OUTPUT_LINES
+    max_lines: int | None = MAX_TOOL_OUTPUT_LINES
     direction: Literal["head", "tail"] = "tail"
     save_dir: str | None = None
     handle: bool = False
@@ -189,9 +191,12 @@ class TruncateToolOutput(Stage):
     def __post_init__(self) -> None:
         for field_name in ("max_bytes", "max_lines"):
             value = getattr(self, field_name)
+            if value is None and field_name == "max_lines":
+                continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"truncate_tool_output: {field_name} must be a positive "
-                                  f"integer, got {value!r}")
+                                  f"integer{' or None' if field_name == 'max_lines' else ''}, "
+                                  f"got {value!r}")
         if self.direction not in ("head", "tail"):
             raise ConfigError(f"truncate_tool_output: direction must be 'head' or 'tail', got "
                               f"{self.direction!r}")
@@ -241,8 +246,9 @@ class TruncateToolOutput(Stage):
                             f"not get smaller in tokens")
             return None
         return Edit(stage=self.name, hide=tuple(hide), insert=tuple(inserts),
-                    reason=f"truncated {len(hide)} tool outputs over {self.max_bytes:,} bytes "
-                           f"or {self.max_lines:,} lines to their {self.direction}",
+                    reason=f"truncated {len(hide)} tool outputs over {self.max_bytes:,} bytes"
+                           + (f" or {self.max_lines:,} lines" if self.max_lines is not None
+                              else "") + f" to their {self.direction}",
                     details={"truncated": len(hide), "tokens_saved": saved,
                              "not_smaller": skipped})
 
@@ -257,6 +263,8 @@ class TruncateToolOutput(Stage):
         """Which of the rows may be over a limit (bool per row): a text has at most one
         line more than it has "\\n"s."""
         sizes = table.derived("utf8_bytes_newlines", ("content",), _sizes)[rows]
+        if self.max_lines is None:
+            return sizes[:, 0] > self.max_bytes
         return (sizes[:, 0] > self.max_bytes) | (sizes[:, 1] >= self.max_lines)
 
     def _save(self, session: str, part: int, text: str) -> str:
