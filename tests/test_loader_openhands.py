@@ -295,3 +295,56 @@ def test_condensation_with_absurd_range_stays_cheap(tmp_path: Path) -> None:
     events[9]["args"] = {"forgotten_events_start_id": 0, "forgotten_events_end_id": 10 ** 15}
     t = ctxlab.load(write(tmp_path, events))
     assert len(t.events) == 1 and t.frame["hidden_by"].notna().sum() > 0
+
+
+def _bash_events(first_id: int, n: int, commands: list[str]) -> list[dict[str, Any]]:
+    """One response per command: its run action and observation (ids from ``first_id``)."""
+    out: list[dict[str, Any]] = []
+    for k, cmd in enumerate(commands):
+        r = _response(f"resp-{n + k}", "", [(f"t{n + k}", "execute_bash", {"command": cmd})],
+                      _usage(100 * (n + k + 1), 10, 0, 0))
+        tcm = {"function_name": "execute_bash", "tool_call_id": f"t{n + k}", "model_response": r,
+               "total_calls_in_response": 1}
+        eid = first_id + 2 * k
+        out += [{"id": eid, "source": "agent", "action": "run", "args": {"command": cmd},
+                 "tool_call_metadata": tcm},
+                {"id": eid + 1, "source": "agent", "observation": "run", "cause": eid,
+                 "content": f"OUT-{cmd}", "extras": {}, "tool_call_metadata": tcm}]
+    return out
+
+
+def _inputs(t: ctxlab.schema.Transcript) -> list[list[str]]:
+    from ctxlab.visibility import call_input
+    return [call_input(t, int(k))["content"].tolist() for k in t.calls["call"]]
+
+
+def test_a_condensation_without_summary_hides_before_the_next_call(tmp_path: Path) -> None:
+    """Forgetting condensers (recent, amortized) insert no part: the call right after
+    still must not see what they forgot."""
+    events = [{"id": 0, "source": "user", "action": "message", "args": {"content": "TASK"}},
+              *_bash_events(1, 0, ["A", "B"]),
+              {"id": 5, "source": "agent", "action": "condensation",
+               "args": {"forgotten_event_ids": [1, 2]}},
+              *_bash_events(6, 2, ["C"])]
+    t = ctxlab.load(write(tmp_path, events))
+    assert _inputs(t)[2] == ["TASK", 'execute_bash({"command": "B"})', "OUT-B"]
+    assert float(t.events["pos"].iloc[0]) < float(t.calls["input_end_pos"].iloc[2])
+
+
+def test_summary_offset_counts_the_recall_events_of_the_history(tmp_path: Path) -> None:
+    """OpenHands' view (what summary_offset indexes) holds the recall action and
+    observation the loader does not render: keep_first=3 keeps them with the task."""
+    events = [{"id": 0, "source": "user", "action": "message", "args": {"content": "TASK"}},
+              {"id": 1, "source": "user", "action": "recall", "args": {"query": "TASK"}},
+              {"id": 2, "source": "environment", "observation": "recall", "cause": 1,
+               "content": "", "extras": {}},
+              {"id": 3, "source": "environment", "observation": "agent_state_changed",
+               "content": "", "extras": {"agent_state": "running"}},   # not in the history
+              *_bash_events(4, 0, ["A", "B", "C"]),
+              {"id": 10, "source": "agent", "action": "condensation",
+               "args": {"forgotten_event_ids": [4, 5, 6, 7], "summary": "SUMMARY",
+                        "summary_offset": 3}},
+              *_bash_events(11, 3, ["D"])]
+    t = ctxlab.load(write(tmp_path, events))
+    assert _inputs(t)[3] == ["TASK", "SUMMARY", 'execute_bash({"command": "C"})', "OUT-C"]
+    assert accounts_for_every_event(t, len(events))

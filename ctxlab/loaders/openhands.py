@@ -25,8 +25,11 @@ What the model saw is rebuilt the way OpenHands' ``ConversationMemory`` builds i
   ``input_total = prompt_tokens`` and ``input_tokens`` is the uncached remainder;
 * ``condensation`` actions (from OpenHands' condensers; not in the real files) hide the
   parts made from the forgotten events and insert the summary (kind ``summary``, role
-  user, as ``AgentCondensationObservation``) at ``summary_offset`` within the kept history;
-  only the newest summary is shown, so an older summary is hidden by the newer event;
+  user, as ``AgentCondensationObservation``) at ``summary_offset`` within the kept history
+  (the agent's history: recall events count, agent-state and null events do not); only the
+  newest summary is shown, so an older summary is hidden by the newer event; an event
+  with no summary sits before the next call's input end, so that call no longer sees
+  what it forgot;
 * a ``system`` action (newer OpenHands) gives the system prompt and tool schemas; older
   logs such as the real files do not record them (``meta.prompt_recorded`` is false).
 
@@ -63,6 +66,11 @@ IGNORED_OBSERVATIONS = {
     "recall": "workspace/microagent context rendered through OpenHands prompt templates that "
               "the log does not record",
 }
+# what never enters the agent's history (OpenHands' controller filters these events out),
+# the list that a condensation's summary_offset indexes; recall events do enter it
+NOT_IN_HISTORY = {"action": {"change_agent_state", "null", "pause", "resume", "stop",
+                             "condensation", "condensation_request"},
+                  "observation": {"agent_state_changed", "null"}}
 # action args that are bookkeeping, not the call's arguments
 BOOKKEEPING_ARGS = {"thought", "impl_source", "translated_ipython_code", "confirmation_state",
                     "security_risk", "hidden", "blocking", "is_input", "wait_for_response"}
@@ -182,11 +190,16 @@ class _Stream:
         action, eid, ts = ev["action"], ev.get("id"), timestamp(ev.get("timestamp"))
         src = self.log.location(where=where)
         b, args = self.b, ev.get("args") or {}
+        if action in ("condensation", "condensation_request"):
+            if action == "condensation":
+                self.condensation(ev, where)
+            else:
+                self.log.ignored(f"action:{action}", IGNORED_ACTIONS[action], where=where)
+            return
+        if action not in NOT_IN_HISTORY["action"]:
+            self.history.append(eid)
         if action in IGNORED_ACTIONS:
             self.log.ignored(f"action:{action}", IGNORED_ACTIONS[action], where=where)
-            return
-        if action == "condensation":
-            self.condensation(ev, where)
             return
         start = b.n_parts
         source, tcm = ev.get("source"), ev.get("tool_call_metadata")
@@ -223,7 +236,6 @@ class _Stream:
             self.log.skipped(f"action:{action}", f"action from source {source!r} without "
                              f"tool_call_metadata is not a known model input", where=where)
             return
-        self.history.append(eid)
         self.log.used(f"action:{action}", where=where, parts=b.n_parts - start)
 
     def user_action(self, action: str, args: Mapping[str, Any], eid: Any, ts: str | None,
@@ -246,6 +258,8 @@ class _Stream:
     def observation(self, ev: Mapping[str, Any], where: str) -> None:
         kind, eid, ts = ev["observation"], ev.get("id"), timestamp(ev.get("timestamp"))
         src = self.log.location(where=where)
+        if kind not in NOT_IN_HISTORY["observation"]:
+            self.history.append(eid)
         if kind in IGNORED_OBSERVATIONS:
             self.log.ignored(f"observation:{kind}", IGNORED_OBSERVATIONS[kind], where=where)
             return
@@ -277,7 +291,6 @@ class _Stream:
                 text = f"\nObserved result of command executed by user:\n{text}"
             self.b.message("user")
             self.add("text", text, eid, ts=ts, source=src, meta=meta)
-        self.history.append(eid)
         self.log.used(f"observation:{kind}", where=where, parts=self.b.n_parts - start)
 
     def system(self, args: Mapping[str, Any], eid: Any, ts: str | None, src: str) -> None:
@@ -298,11 +311,16 @@ class _Stream:
         ids = args.get("forgotten_event_ids")
         if ids is None and args.get("forgotten_events_start_id") is not None:
             lo, hi = int(args["forgotten_events_start_id"]), int(args["forgotten_events_end_id"])
-            ids = [e for e in self.event_parts if isinstance(e, int) and lo <= e <= hi]
+            ids = [e for e in {*self.event_parts, *self.history}
+                   if isinstance(e, int) and lo <= e <= hi]
         forgotten = set(ids or [])
         summary, offset = args.get("summary"), as_int(args.get("summary_offset"))
         b = self.b
+        inserts = summary is not None and offset is not None
+        # before the next call's input end: without a summary part after it, the event would
+        # sit at that very position and the next call would still see what it hid
         ev_id = b.event(trigger="auto", pre_tokens=None, source=self.log.location(where=where),
+                        pos=None if inserts else b.next_pos - 0.5,
                         reason=f"OpenHands condensation: {len(forgotten)} event(s) forgotten"
                                + (", summary inserted" if summary else ""),
                         meta={"event_id": ev.get("id"), "forgotten_event_ids": sorted(forgotten),
@@ -315,7 +333,7 @@ class _Stream:
         self.hidden.update(to_hide)
         self.history = [e for e in self.history if e not in forgotten]
         n = 0
-        if summary is not None and offset is not None:
+        if inserts:
             def first(es: list[Any], last: bool) -> float | None:
                 ps = [self.pos[p] for e in es for p in self.event_parts.get(e, [])
                       if p not in self.hidden]
