@@ -53,6 +53,8 @@ class Pipeline:
         max_tokens: explicit max output tokens (output reserve), when the system sets one.
         trigger_layers: layers the trigger measures (None: the whole request). Seed 003's
             legacy trigger sees only L2, L3 and L5.
+        trigger_tools: whether the trigger counts the tool definitions (seed 004's loop
+            checks the messages' estimate alone: False). Only with the whole request.
         on_over: ``send`` (the request goes out over the limit) or ``final`` (seed 002:
             force a final turn instead).
         trigger_on: what a replay's trigger measures: ``estimated`` (the estimator's count
@@ -74,6 +76,7 @@ class Pipeline:
     limit_tokens: int | None = None
     max_tokens: int | None = None
     trigger_layers: tuple[str, ...] | None = None
+    trigger_tools: bool = True
     on_over: OnOver = "send"
     trigger_on: TriggerOn = "estimated"
     estimator: str = "chars:4"
@@ -89,6 +92,13 @@ class Pipeline:
         if self.trigger_on not in ("estimated", "reported"):
             raise ConfigError(f"trigger_on must be 'estimated' or 'reported', not "
                               f"{self.trigger_on!r}")
+        if not isinstance(self.trigger_tools, bool):
+            raise ConfigError(f"trigger_tools must be True or False, not {self.trigger_tools!r}")
+        if not self.trigger_tools and (self.trigger_layers is not None
+                                       or self.trigger_on == "reported"):
+            raise ConfigError("trigger_tools=False takes the tool definitions out of the whole "
+                              "estimated request; with trigger_layers leave out 'tools' "
+                              "instead, and reported usage cannot be split")
         if self.trigger_on == "reported" and self.trigger_layers is not None:
             raise ConfigError("trigger_on='reported' measures the whole request (reported "
                               "usage has no layers); drop trigger_layers")
@@ -257,8 +267,10 @@ def pipeline_estimator(p: Pipeline, provider: str) -> Estimator:
 
 def trigger_scope(p: Pipeline) -> str:
     """What the pipeline's trigger measures, in words."""
-    return "the whole request" if p.trigger_layers is None else \
-        "only " + ", ".join(p.trigger_layers)
+    if p.trigger_layers is None:
+        return "the whole request" if p.trigger_tools else \
+            "the whole request but the tool definitions"
+    return "only " + ", ".join(p.trigger_layers)
 
 
 def checked_tokens(view: View, layers: tuple[str, ...] | None) -> int:
@@ -334,6 +346,8 @@ def compact_view(history: SessionHistory, view: View, p: Pipeline, *, end_pos: f
         runs += more
     if checked is None:
         checked = checked_tokens(view, p.trigger_layers)
+        if not p.trigger_tools:
+            checked -= checked_tokens(view, ("tools",))
     else:
         checked += view.total_tokens - before  # what always-stages saved
     triggered = force or checked > p.threshold * view.limit_tokens

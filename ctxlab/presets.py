@@ -114,7 +114,7 @@ def _neuron() -> Pipeline:
     return Pipeline(name="neuron", stages=stages_from([("clear_tool_results", {"keep": 2}),
                                                        ("keep_last", {"keep": 10})]),
                     threshold=1.0, limit="fixed", limit_tokens=NEURON_TRIGGER,
-                    trigger_layers=("system", "carried", "current", "history", "prompt"),
+                    trigger_tools=False,
                     estimator="neuron",
                     description="seed 004: clear tool results, then a sliding window")
 

@@ -349,6 +349,8 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
         total = sum(layers.values()) + est.framing(sums.messages)
         checked = total if p.trigger_layers is None else sum(
             v for name, v in layers.items() if name in p.trigger_layers)
+        if not p.trigger_tools:
+            checked -= layers["tools"]
         reported = anchor.checked(total) if p.trigger_on == "reported" else None
         if reported is not None:
             checked = reported

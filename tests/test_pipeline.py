@@ -58,8 +58,9 @@ def test_neurolink_compacts_the_last_request_like_seed_000(coding):
 
 
 def test_neuron_triggers_on_the_messages_without_the_tool_definitions():
-    """Seed 004's loop compares ``token_estimate(messages)`` with the trigger; tool
-    definitions are estimated apart (``estimate_tools``)."""
+    """Seed 004's loop compares ``token_estimate(messages)`` (per-message framing
+    included) with the trigger; tool definitions are estimated apart
+    (``estimate_tools``)."""
     from dataclasses import replace
 
     t = ctxlab.load(DATASETS / "openai_sessions.jsonl")
@@ -72,7 +73,13 @@ def test_neuron_triggers_on_the_messages_without_the_tool_definitions():
     limit = roomy.tokens_before - tools // 2     # messages fit, messages + tools do not
     res = compact(t, replace(preset("neuron"), limit_tokens=limit), session=s, call=k)
     assert res.tokens_before > limit and not res.triggered and not res.compacted
-    whole = replace(preset("neuron"), limit_tokens=limit, trigger_layers=None)
+    with pytest.raises(ConfigError, match="trigger_tools=False"):
+        replace(preset("neuron"), trigger_layers=("history",))
+    assert preset("neuron").trigger_tools is False
+    c = ctxlab.replay(t, "neuron").calls              # the replay checks the same measure
+    assert (c["checked_tokens"] == c["tokens_before"] - c["tools_before"]).all()
+    assert (c["tools_before"] > 0).any()
+    whole = replace(preset("neuron"), limit_tokens=limit, trigger_tools=True)
     assert compact(t, whole, session=s, call=k).triggered
 
 
