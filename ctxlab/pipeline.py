@@ -11,7 +11,7 @@ annotated, rewindable transcript.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -24,7 +24,7 @@ from ctxlab.history import SessionHistory
 from ctxlab.layers import LAYERS
 from ctxlab.schema import Transcript
 from ctxlab.stages import stage as make_stage
-from ctxlab.stages.base import Stage, View, labels, one_of
+from ctxlab.stages.base import Stage, View, ints, labels, one_of
 from ctxlab.stages.grammar import view_grammar
 from ctxlab.tokens import Estimator, estimator as get_estimator
 from ctxlab.tokens.windows import effective_limit, output_reserve, resolve_window
@@ -189,6 +189,26 @@ class CompactResult:
         return (f"CompactResult({self.pipeline}, call {self.call}: "
                 f"{self.tokens_before:,} → {self.tokens_after:,} tokens "
                 f"(limit {self.limit_tokens:,}), stages {list(self.stages_used)})")
+
+
+def forced_final(p: Pipeline, total: int, limit: int, tools: int,
+                 one_turn: Callable[[], bool]) -> bool:
+    """Seed 002's guard: a request over the limit forces a final turn (``on_over="final"``)
+    — unless only the tool schemas push it over while the request holds a single turn:
+    nothing is committed yet, the guard's projection leaves the schemas out, and the
+    request goes ahead. ``one_turn`` is asked only then.
+
+    Example:
+        >>> from ctxlab.presets import preset
+        >>> p = preset("ai-agent")
+        >>> [forced_final(p, 110, 100, 20, lambda: first) for first in (True, False)]
+        [False, True]
+        >>> forced_final(p, 130, 100, 20, lambda: True)
+        True
+    """
+    if p.on_over != "final" or total <= limit:
+        return False
+    return not (total - tools <= limit and one_turn())
 
 
 def _ratio(x: Any) -> bool:
@@ -359,6 +379,8 @@ def compact_view(history: SessionHistory, view: View, p: Pipeline, *, end_pos: f
                             until_target=False)
         runs += more
     after, limit, target = view.total_tokens, view.limit_tokens, view.target_tokens
+    turns = ints(view, "turn")
+    turns = turns[turns > 0]
     return CompactResult(
         pipeline=p.name, session=view.session, call=view.call if view.call is not None else -1,
         compacted=any(run.event is not None for run in runs), triggered=triggered,
@@ -366,7 +388,8 @@ def compact_view(history: SessionHistory, view: View, p: Pipeline, *, end_pos: f
         tokens_before=before, tokens_after=after, limit_tokens=limit, target_tokens=target,
         window_tokens=view.window_tokens, within_target=after <= target or not triggered,
         over_window=after > view.window_tokens,
-        forced_final=p.on_over == "final" and after > limit,
+        forced_final=forced_final(p, after, limit, checked_tokens(view, ("tools",)),
+                                  lambda: not len(turns) or turns.min() == turns.max()),
         grammar_before=g_before, grammar_after=view_grammar(view), runs=tuple(runs),
         trigger_scope=trigger_scope(p), history=history, view=view)
 

@@ -28,8 +28,9 @@ from ctxlab.engine import Budget, StageRun, make_view, request_parts
 from ctxlab.errors import CtxlabError
 from ctxlab.history import SessionHistory
 from ctxlab.layers import assign_layers, layer_categories, user_texts
-from ctxlab.pipeline import (Pipeline, call_models, compact_view, pipeline_estimator,
-                             request_note, resolve_pipeline, session_provider, trigger_scope)
+from ctxlab.pipeline import (Pipeline, call_models, compact_view, forced_final,
+                             pipeline_estimator, request_note, resolve_pipeline,
+                             session_provider, trigger_scope)
 from ctxlab.replay_state import (Anchor, Sums, after_values, apply_to_sums, call_row,
                                  empty_ledger, event_row, events_frame, ledger_rows,
                                  window_of)
@@ -321,6 +322,11 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
     target_ratio = p.target if p.target is not None else p.threshold
     inf = float("inf")
     rows_seen = RequestRows(history, est)
+
+    def one_turn() -> bool:
+        """The request holds a single turn (seed 002's guard: nothing committed yet)."""
+        return sum(1 for turn in sums.turn_refs if turn > 0) <= 1
+
     models = call_models(t, session) if settings.window is None else {}
     # rows that could wake the always-stages (None: they run at every call), and what
     # they said on the last request where they did nothing (see `Stage.candidates`)
@@ -355,7 +361,8 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
         if reported is not None:
             checked = reported
         anchor.passed(end, c[3], total)
-        row = call_row(session, k, c[2], c[3], layers, total, limit, win, p, target_ratio)
+        row = call_row(session, k, c[2], c[3], layers, total, limit, win, p, target_ratio,
+                       one_turn)
         row["checked_tokens"] = int(checked)
         fire = checked > p.threshold * limit
         if quiet is not None and not woken and not rows_seen.left and not (fire and p.stages) \
@@ -396,7 +403,8 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
                         "stages_used": ",".join(r.stages_used),
                         "within_target": after_total <= r.target_tokens or not r.triggered,
                         "over_window": after_total > win,
-                        "forced_final": p.on_over == "final" and after_total > limit,
+                        "forced_final": forced_final(p, after_total, limit, after["tools"],
+                                                     one_turn),
                         "note": r.note})
         rows.append(row)
     if compactions:

@@ -9,6 +9,7 @@ part as parts enter and leave; `Anchor` is the previous call's reported input fo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,7 +17,7 @@ import pandas as pd
 
 from ctxlab.engine import StageRun
 from ctxlab.layers import layer_categories, user_texts
-from ctxlab.pipeline import Pipeline, trigger_scope
+from ctxlab.pipeline import Pipeline, forced_final, trigger_scope
 from ctxlab.schema import TEXT, Transcript
 from ctxlab.tokens.windows import resolve_window
 
@@ -221,7 +222,8 @@ _AFTER = tuple(f"{k}_after" for k in ("system", "tools", "carried", "current", "
 
 
 def call_row(session: str, call: int, model: Any, input_total: Any, layers: dict[str, int],
-         total: int, limit: int, win: int, p: Pipeline, target_ratio: float) -> dict[str, Any]:
+             total: int, limit: int, win: int, p: Pipeline, target_ratio: float,
+             one_turn: Callable[[], bool]) -> dict[str, Any]:
     usage = total / limit if limit else np.inf
     row: dict[str, Any] = {"session": session, "call": call, "model": model,
                            "input_total": input_total, "tokens_before": total}
@@ -232,7 +234,8 @@ def call_row(session: str, call: int, model: Any, input_total: Any, layers: dict
                 "target_tokens": int(target_ratio * limit), "triggered": False,
                 "compacted": False, "stages_used": "", "within_target": True,
                 "over_window": total > win,
-                "forced_final": p.on_over == "final" and total > limit, "note": ""})
+                "forced_final": forced_final(p, total, limit, layers["tools"], one_turn),
+                "note": ""})
     if total > win:
         row["note"] = (f"over the {win:,}-token window, but the trigger did not fire "
                        f"(it measures {trigger_scope(p)})")

@@ -83,6 +83,36 @@ def test_neuron_triggers_on_the_messages_without_the_tool_definitions():
     assert compact(t, whole, session=s, call=k).triggered
 
 
+def test_ai_agent_lets_a_first_turn_through_that_only_its_schemas_push_over():
+    """Seed 002: "If only schema tokens overflow and base projection (without schema) fits
+    within limit, the guard returns ok" (in the first turn the projection leaves the
+    schemas out; later they are in the committed context)."""
+    from dataclasses import replace
+
+    t = ctxlab.load(DATASETS / "openai_sessions.jsonl")
+    s = t.sessions[0]
+    roomy = replace(preset("ai-agent"), limit="fixed", limit_tokens=10**7)
+    first = ctxlab.replay(t, roomy).calls.query("session == @s").iloc[0]
+    assert first["tools_before"] > 0
+    limit = int(first["tokens_before"] - first["tools_before"] // 2)
+    tight = replace(roomy, limit_tokens=limit)
+    calls = ctxlab.replay(t, tight).calls
+    row = calls.query("session == @s").iloc[0]
+    assert row["tokens_after"] > limit and not row["forced_final"]
+    assert not compact(t, tight, session=s, call=int(row["call"])).forced_final
+    over = calls[calls["tokens_after"] - calls["tools_after"] > limit]
+    assert len(over) and over["forced_final"].all()     # over without the schemas too
+    # a later turn: the schemas are committed context, no exemption
+    r = ctxlab.replay(t, roomy)
+    later = next(c for c in r.calls.query("session == @s").itertuples()
+                 if r.at(c.call, session=s)[0].query("turn > 0")["turn"].nunique() > 1)
+    limit = int(later.tokens_before - later.tools_before // 2)
+    row = ctxlab.replay(t, replace(roomy, limit_tokens=limit)).calls.query(
+        "session == @s and call == @later.call").iloc[0]
+    assert row["tokens_after"] - row["tools_after"] <= limit < row["tokens_after"]
+    assert row["forced_final"]
+
+
 def test_below_threshold_nothing_happens(coding):
     r = compact(coding, "neurolink", window=2_000_000)
     assert not r.triggered and not r.compacted and r.tokens_after == r.tokens_before
