@@ -290,7 +290,10 @@ def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[st
 def _joined(kept: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
     """A resumed replay's frame: the rows it kept, then the new ones, with the dtypes a
     replay walking them all at once infers (a column all NA in one of the two, such as
-    the model of a call that names none, would otherwise turn into objects)."""
+    the model of a call that names none, would otherwise turn into objects); with no rows
+    kept, the new frame as it is (an empty one keeps a walk's empty shape)."""
+    if not len(kept):
+        return new                  # nothing kept: the frame (or empty shape) of a walk
     if not len(new):
         return kept
     out = pd.concat([kept, new], ignore_index=True)

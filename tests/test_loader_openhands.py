@@ -348,3 +348,22 @@ def test_summary_offset_counts_the_recall_events_of_the_history(tmp_path: Path) 
     t = ctxlab.load(write(tmp_path, events))
     assert _inputs(t)[3] == ["TASK", "SUMMARY", 'execute_bash({"command": "C"})', "OUT-C"]
     assert accounts_for_every_event(t, len(events))
+
+
+def test_a_call_that_added_no_part_keeps_what_a_later_condensation_forgot(tmp_path: Path) -> None:
+    """A response with empty content and no tool call ends its input at the next
+    position; a condensation after it with no summary still comes after that call."""
+    r = _response("resp-m", "", [], _usage(500, 10, 0, 0))
+    events = [{"id": 0, "source": "user", "action": "message", "args": {"content": "TASK"}},
+              *_bash_events(1, 0, ["A", "B"]),
+              {"id": 5, "source": "agent", "action": "message", "args": {"content": ""},
+               "tool_call_metadata": {"function_name": "", "tool_call_id": "m",
+                                      "model_response": r, "total_calls_in_response": 0}},
+              {"id": 6, "source": "agent", "action": "condensation",
+               "args": {"forgotten_event_ids": [1, 2]}},
+              *_bash_events(7, 2, ["C"])]
+    inputs = _inputs(ctxlab.load(write(tmp_path, events)))
+    a = ['execute_bash({"command": "A"})', "OUT-A"]
+    b = ['execute_bash({"command": "B"})', "OUT-B"]
+    assert inputs[2] == ["TASK", *a, *b]            # the empty response's call: before
+    assert inputs[3] == ["TASK", *b]                # the next call: after

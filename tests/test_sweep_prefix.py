@@ -93,6 +93,13 @@ def test_real_logs_share_and_equal_replays_from_the_start(rel, monkeypatch):
     _check(t, configs, monkeypatch)
 
 
+def test_a_shared_configuration_that_never_compacts_has_a_walks_empty_frames(monkeypatch):
+    t = ctxlab.load(DATASETS / "openai_sessions.jsonl")
+    t = t.session(t.sessions[0])
+    configs = _grid(["neuron"], thresholds=(0.2, 0.5), window=20_000)
+    assert _check(t, configs, monkeypatch) == 1
+
+
 def test_a_sweep_gives_the_same_rows_with_and_without_sharing(monkeypatch):
     grid = {"preset": ["observation-masking", "probe", "neuron"],
             "threshold": [0.6, 0.8, 1.0], "window": [100_000]}

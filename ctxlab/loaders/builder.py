@@ -184,6 +184,14 @@ class SessionBuilder:
     def n_calls(self) -> int:
         return len(self._calls["call"])
 
+    def positions(self) -> list[float]:
+        """The positions of the parts so far."""
+        return list(self._parts["pos"])
+
+    def input_ends(self) -> list[float]:
+        """The input end positions of the calls so far."""
+        return list(self._calls["input_end_pos"])
+
     # ---- events -----------------------------------------------------------------------
     def event(self, *, trigger: str | None, pre_tokens: int | None, reason: str,
               origin: str = "recorded", source: str | None = None,

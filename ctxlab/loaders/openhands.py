@@ -306,6 +306,21 @@ class _Stream:
             self.add("tool_schema", to_json(schema), eid, tool_name=fn.get("name"), ts=ts,
                      source=src)
 
+    def _between_calls(self) -> float:
+        """Where an event that inserts no part goes: after every part and every call's input
+        end so far, before the next call's (which ends at the next position). A call whose
+        input ends there already (its response added no part) ends it just after the last
+        part instead: the same parts, room for the event after it."""
+        b = self.b
+        nxt = b.next_pos
+        floor = max(b.positions(), default=-1.0)
+        ends = b.input_ends()
+        for idx, end in enumerate(ends):
+            if end >= nxt:
+                b.update_call(idx, input_end_pos=floor + (nxt - floor) / 3)
+        lo = max([floor, *(e for e in b.input_ends())])
+        return lo + (nxt - lo) / 2
+
     def condensation(self, ev: Mapping[str, Any], where: str) -> None:
         args = ev.get("args") or {}
         ids = args.get("forgotten_event_ids")
@@ -317,10 +332,8 @@ class _Stream:
         summary, offset = args.get("summary"), as_int(args.get("summary_offset"))
         b = self.b
         inserts = summary is not None and offset is not None
-        # before the next call's input end: without a summary part after it, the event would
-        # sit at that very position and the next call would still see what it hid
         ev_id = b.event(trigger="auto", pre_tokens=None, source=self.log.location(where=where),
-                        pos=None if inserts else b.next_pos - 0.5,
+                        pos=None if inserts else self._between_calls(),
                         reason=f"OpenHands condensation: {len(forgotten)} event(s) forgotten"
                                + (", summary inserted" if summary else ""),
                         meta={"event_id": ev.get("id"), "forgotten_event_ids": sorted(forgotten),
