@@ -132,8 +132,12 @@ def test_real_history_facts(real: tuple[Transcript, list[str], float]) -> None:
     assert (by_line.loc[token_lines, "record"] == "tokens").all()
     c = t.calls
     assert c["input_total"].notna().sum() == 839 == c["output_tokens"].notna().sum()
-    assert len(c) == 898                 # 884 replies + 14 requests whose reply was not logged
-    assert (t.frame["role"] == "assistant").sum() == 884
+    assert len(c) == 890                 # 876 replies + 14 requests whose reply was not logged
+    assert (t.frame["role"] == "assistant").sum() == 876
+    # a "#### " heading inside a reply (no trailing spaces) is reply text, not a user turn:
+    # session 437's third reply holds four, and its usage stays on its own call
+    s437 = c[c["session"] == "chat-history:437"]
+    assert s437["input_total"].tolist() == [6625, 10569, 11580]
     first = c.iloc[0]
     assert (first["session"], first["input_total"], first["output_tokens"]) == \
         ("chat-history:2", 5244, 604)
@@ -151,9 +155,9 @@ def test_real_history_facts(real: tuple[Transcript, list[str], float]) -> None:
     assert t.meta["prompt_recorded"] is False
     assert set(f["role"]) == {"user", "assistant"} and set(f["kind"]) == {"text"}
     kinds = rep[rep["parts"] > 0].groupby("record")["parts"].sum().to_dict()
-    assert kinds == {"assistant": 884, "user": 1028, "command_output": 27,
+    assert kinds == {"assistant": 876, "user": 1020, "command_output": 27,
                      "reflection": 54, "lint_output": 27}
-    assert int(f.groupby("session")["turn"].max().sum()) == 1015
+    assert int(f.groupby("session")["turn"].max().sum()) == 1007
     assert t.load_report.parts_made == len(f)
     assert t.load_report.skipped.empty
 
@@ -243,3 +247,26 @@ def test_corruption_is_reported_or_raises(tmp_path_factory: pytest.TempPathFacto
         return
     assert accounts_for_every_line(t, raw.decode("utf-8", errors="replace"))
     assert t.load_report.parts_made == len(t.frame)
+
+
+HEADINGS = ("# aider chat started at 2024-08-11 09:00:00\n\n"
+            "#### refactor io{sp}\n\n"
+            "Here is the plan.\n\n#### `InputOutput` Class\n\nChange A.\n\n"
+            "#### `Coder` Class\n\nChange B.\n\n"
+            "> Tokens: 1,000 sent, 50 received. Cost: $0.01 request, $0.01 session.  \n")
+
+
+def test_a_heading_inside_a_reply_is_reply_text(tmp_path: Path) -> None:
+    """Aider ends a user line with two spaces; a model's ``#### `` heading has none."""
+    t = ctxlab.load(write(tmp_path, HEADINGS.format(sp="  "), "h.aider.chat.history.md"))
+    f, c = t.frame, t.calls
+    assert f["role"].tolist() == ["user", "assistant"]
+    assert "#### `Coder` Class" in f["content"].iloc[1]
+    assert c[["input_total", "output_tokens"]].values.tolist() == [[1000, 50]]
+
+
+def test_a_file_without_spaced_user_lines_reads_every_heading_as_one(tmp_path: Path) -> None:
+    """A history whose user lines do not end in two spaces (not aider's writer): every
+    ``#### `` line is a user line, as before."""
+    t = ctxlab.load(write(tmp_path, HEADINGS.format(sp=""), "o.aider.chat.history.md"))
+    assert (t.frame["role"] == "user").sum() == 3 and len(t.calls) == 3

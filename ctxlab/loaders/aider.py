@@ -7,7 +7,9 @@ entry; the lines of a block share its status and the first carries the part coun
   (n = 1, 2, ...; lines before the first header, a history cut from a longer file, form
   session ``f"{stem}:0"``). Aider records no per-message time: parts and calls carry the
   session start as ``ts`` (local time, read as UTC).
-* Consecutive ``#### `` lines are one user message (a real turn). Slash commands are
+* Consecutive ``#### `` lines are one user message (a real turn); aider ends each with two
+  spaces, and in a file that has such lines only those are (a ``#### `` heading inside a
+  reply is reply text). Slash commands are
   handled by aider locally and are ignored, except ``/ask``, ``/code``, ``/architect`` and
   ``/help`` with a message (the message is sent). ``/clear`` and ``/reset`` drop the chat
   history: a recorded event (trigger "manual") hides every earlier part of the session.
@@ -88,15 +90,19 @@ def tokens_usage(text: str) -> dict[str, int | None]:
     return fields
 
 
-def _is_user(line: str) -> bool:
-    return line.startswith("####") and (len(line) == 4 or line[4] == " ")
+def _is_user(line: str, spaced: bool) -> bool:
+    """A user line: ``####``, then text; with ``spaced`` (the file's user lines end in two
+    spaces, as aider writes them) only one that ends so (a ``#### `` heading inside a reply
+    does not)."""
+    return line.startswith("####") and (len(line) == 4 or line[4] == " ") and (
+        not spaced or line.endswith("  "))
 
 
 def _is_tool(line: str) -> bool:
     return line.startswith(">") and (len(line) == 1 or line[1] == " ")
 
 
-def _ends_message(lines: list[str], i: int) -> bool:
+def _ends_message(lines: list[str], i: int, spaced: bool) -> bool:
     """Is line ``i`` the last line of a ``>`` message? Aider writes ``text.rstrip() + "  "``,
     so the line ends in two spaces after a non-space, and a boundary follows (``>``, ``####``,
     a blank line, a header or the end)."""
@@ -106,7 +112,7 @@ def _ends_message(lines: list[str], i: int) -> bool:
     if i + 1 >= len(lines):
         return True
     nxt = lines[i + 1]
-    return not nxt.strip() or _is_tool(nxt) or _is_user(nxt) or nxt.startswith(HEADER)
+    return not nxt.strip() or _is_tool(nxt) or _is_user(nxt, spaced) or nxt.startswith(HEADER)
 
 
 def _unmark(line: str) -> str:
@@ -126,6 +132,8 @@ class _Parser:
 
     def __init__(self, path: Path, lines: list[str], log: RecordLog) -> None:
         self.lines, self.log, self.stem = lines, log, path.stem
+        # aider ends a user line with two spaces; a file written so has only such user lines
+        self.spaced = any(ln.startswith("#### ") and ln.endswith("  ") for ln in lines)
         self.builders: list[SessionBuilder] = []
         self.new_session(0, None)
 
@@ -195,10 +203,11 @@ class _Parser:
         i = start
         while i < n and _is_tool(lines[i]):
             j = i + 1
-            if not (lines[i] == ">  " or _ends_message(lines, i)):
-                while j < n and not _is_user(lines[j]) and not lines[j].startswith(HEADER):
+            if not (lines[i] == ">  " or _ends_message(lines, i, self.spaced)):
+                while j < n and not _is_user(lines[j], self.spaced) \
+                        and not lines[j].startswith(HEADER):
                     j += 1
-                    if _ends_message(lines, j - 1):
+                    if _ends_message(lines, j - 1, self.spaced):
                         break
             body = [lines[i][2:] if lines[i].startswith("> ") else lines[i][1:]] + lines[i + 1:j]
             msgs.append((i, j, _unmark("\n".join(body))))
@@ -292,9 +301,9 @@ class _Parser:
                 self.new_session(sessions, line[len(HEADER):].strip() or None)
                 self.log.used("session_start", line=i + 1)
                 i += 1
-            elif _is_user(line):
+            elif _is_user(line, self.spaced):
                 j = i
-                while j < n and _is_user(lines[j]):
+                while j < n and _is_user(lines[j], self.spaced):
                     j += 1
                 self.user(i, j)
                 i = j
@@ -308,7 +317,7 @@ class _Parser:
                 i += 1
             else:
                 j = i
-                while j < n and not (_is_user(lines[j]) or _is_tool(lines[j])
+                while j < n and not (_is_user(lines[j], self.spaced) or _is_tool(lines[j])
                                      or lines[j].startswith(HEADER)):
                     j += 1
                 k = j
