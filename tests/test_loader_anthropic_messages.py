@@ -155,3 +155,26 @@ def test_corrupted_input_is_reported_or_load_error(name: str, c: tuple, tmp_path
     expected = expected_wheres(data, jsonl=name.endswith(".jsonl"))
     assert expected is not None
     assert_accounts(t, expected)
+
+
+def test_an_openai_key_inside_a_tool_input_does_not_make_it_openai(tmp_path):
+    """``image_url`` as a key of a tool_use's input: the tool_use block decides."""
+    import json
+
+    from ctxlab.loaders.message_lists import sniff_style
+
+    msgs = [{"role": "user", "content": "describe https://x/a.png"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1",
+                                               "name": "fetch_image",
+                                               "input": {"image_url": "https://x/a.png"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                          "content": "a cat"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "A cat."}]}]
+    text = json.dumps({"model": "claude", "messages": msgs})
+    assert sniff_style(text) == "anthropic"
+    p = tmp_path / "anth.json"
+    p.write_text(text)
+    t = ctxlab.load(p)
+    assert t.meta["format"] == "anthropic_messages"
+    assert t.frame["kind"].tolist() == ["text", "tool_call", "tool_result", "text"]
+    assert t.frame["tool_call_id"].iloc[1] == t.frame["tool_call_id"].iloc[2] == "toolu_1"

@@ -310,12 +310,17 @@ def _from_jsonl(path: Path, log: RecordLog, stem: str) -> list[Conversation]:
 
 # ---- sniffing ---------------------------------------------------------------------------
 _ROLE = re.compile(r'"role"\s*:\s*"(system|developer|user|assistant|tool|function)"')
+# markers only one style's messages hold, and those that could also be keys of a tool's
+# input or schema in the other style's (an Anthropic tool_use whose input has "image_url")
+_OPENAI_STRONG = re.compile(
+    r'"(tool_calls|tool_call_id|function_call)"\s*:|"role"\s*:\s*"(tool|function|developer)"')
+_ANTHROPIC_STRONG = re.compile(
+    r'"type"\s*:\s*"(tool_use|tool_result|server_tool_use)"|"(input_schema|tool_use_id)"\s*:')
 _OPENAI = re.compile(
-    r'"(tool_calls|tool_call_id|function_call|image_url|input_audio|reasoning_content|'
-    r'prompt_tokens)"\s*:|"role"\s*:\s*"(tool|function|developer)"|"type"\s*:\s*"function"')
+    r'"(image_url|input_audio|reasoning_content|prompt_tokens)"\s*:|"type"\s*:\s*"function"')
 _ANTHROPIC = re.compile(
-    r'"type"\s*:\s*"(tool_use|tool_result|thinking|redacted_thinking|document|server_tool_use)"'
-    r'|"(input_schema|tool_use_id|cache_read_input_tokens)"\s*:'
+    r'"type"\s*:\s*"(thinking|redacted_thinking|document)"'
+    r'|"(cache_read_input_tokens)"\s*:'
     r'|"source"\s*:\s*\{\s*"type"\s*:\s*"(base64|url|file|text)"')
 _DOC_MESSAGES = re.compile(r'"messages"\s*:\s*\[\s*\{')
 _LIST_OF_OBJECTS = re.compile(r'\s*\[\s*\{')
@@ -376,18 +381,20 @@ def sniff_style(head: str) -> Style | None:
     """``"openai"`` or ``"anthropic"`` when the head looks like a message list, else None.
 
     Markers are JSON structure (keys and type values outside strings), so text inside
-    message contents does not count. OpenAI markers (``tool_calls``, ``tool_call_id``,
-    ``image_url``, role ``tool``...) win; Anthropic markers (content blocks of type
-    ``tool_use``/``tool_result``/``thinking``, ``input_schema``...) decide otherwise.
+    message contents does not count. Markers only one style's messages hold decide first
+    (OpenAI's ``tool_calls``, ``tool_call_id``, role ``tool``...; then Anthropic's content
+    blocks of type ``tool_use``/``tool_result``, ``tool_use_id``, ``input_schema``); then
+    those a tool's input or schema could also hold (OpenAI's ``image_url``, type
+    ``function``...; Anthropic's ``thinking`` blocks, ``source``...).
     A list with only plain string (or ``text`` block) contents is ambiguous: it is
     read as OpenAI style, which handles it the same way.
     """
     if not looks_like_messages(head):
         return None
-    if _OPENAI.search(head):
-        return "openai"
-    if _ANTHROPIC.search(head):
-        return "anthropic"
+    for pattern, style in ((_OPENAI_STRONG, "openai"), (_ANTHROPIC_STRONG, "anthropic"),
+                           (_OPENAI, "openai"), (_ANTHROPIC, "anthropic")):
+        if pattern.search(head):
+            return style
     if re.search(r'"system"\s*:\s*[\["]', head) and not re.search(r'"role"\s*:\s*"system"', head):
         return "anthropic"  # a top-level system prompt: Anthropic's request shape
     return "openai"
