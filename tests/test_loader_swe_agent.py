@@ -194,3 +194,33 @@ def test_corrupted_input_is_reported_or_load_error(name: str, c: tuple, tmp_path
     expected = expected_wheres(data)
     assert expected is not None
     assert_accounts(t, expected)
+
+
+def test_demonstrations_keep_their_tool_calls_and_results(tmp_path: Path):
+    """SWE-agent >= 1.0 with put_demos_in_history sends demo entries as written, tool
+    calls and tool messages included: the first call's input holds them."""
+    from ctxlab.visibility import call_input
+
+    def tc(i, cmd):
+        return [{"id": i, "type": "function",
+                 "function": {"name": "bash", "arguments": json.dumps({"command": cmd})}}]
+    demo = {"agent": "main", "is_demo": True}
+    hist = [
+        {"role": "system", "content": "SYS", "message_type": "system_prompt"},
+        {"role": "user", "content": "demo task", "message_type": "observation", **demo},
+        {"role": "assistant", "content": "demo thought", "message_type": "action",
+         "action": "ls", "tool_calls": tc("call_demo", "ls"), **demo},
+        {"role": "tool", "content": [{"type": "text", "text": "demo output"}],
+         "message_type": "observation", "tool_call_ids": ["call_demo"], **demo},
+        {"role": "user", "content": "real task", "message_type": "observation"},
+        {"role": "assistant", "content": "t", "message_type": "action", "action": "pwd",
+         "tool_calls": tc("call_1", "pwd")}]
+    p = tmp_path / "demo.traj"
+    p.write_text(json.dumps({"environment": "x", "trajectory": [], "history": hist, "info": {}}))
+    t = ctxlab.load(p)
+    first = call_input(t, 0)
+    assert first["content"].tolist() == ["SYS", "demo task", "demo thought",
+                                         'bash({"command": "ls"})', "demo output", "real task"]
+    assert first["tool_call_id"].tolist()[3:5] == ["call_demo", "call_demo"]
+    assert len(t.calls) == 1 and t.load_report.skipped.empty
+    assert (t.frame["turn"] == 1).sum() == 3          # the real task and the call: one turn

@@ -3,8 +3,9 @@
 ``history`` is the message list the agent kept; each element becomes one message:
 
 * system -> role system. Demonstrations (``is_demo`` or ``message_type ==
-  "demonstration"``) keep their role, kind text, meta ``is_demo``; they are not turns
-  and never calls (nobody generated them in this run).
+  "demonstration"``) keep their role and meta ``is_demo``, with their tool calls and
+  tool results as written (SWE-agent >= 1.0's ``put_demos_in_history`` sends them so);
+  they are not turns and never calls (nobody generated them in this run).
 * The first non-demo user message before any step is the task: a real user turn.
 * An assistant message is one LLM call with NA usage (usage is only per run): a text
   part (thought + action, as sent) and, in >= 1.0 function calling, tool_call parts
@@ -87,8 +88,15 @@ def parse(m: Any, st: _State, model: str | None) -> Message:
         meta["is_demo"] = True
     if role == "system":
         return Message("system", _parts(m["content"], meta=meta))
-    if demo:
-        if role not in ("user", "assistant"):
+    if demo:    # sent as written (put_demos_in_history): tool calls and results included
+        if role == "assistant":
+            calls = tool_call_parts(m.get("tool_calls"))
+            for c in calls:
+                c["meta"] = {**meta, **(c.get("meta") or {})}
+            return Message(role, _parts(m["content"], meta=meta) + calls)
+        if role == "tool":
+            return _tool_result(m, st, meta)
+        if role != "user":
             raise ValueError(f"unknown role {role!r} in a demonstration")
         return Message(role, _parts(m["content"], meta=meta))
     if role == "assistant":
@@ -107,12 +115,16 @@ def parse(m: Any, st: _State, model: str | None) -> Message:
         return Message("user", _parts(m["content"], "tool_result", meta, tool_name=name,
                                       file_path=path))
     if role == "tool":
-        call_id = (m.get("tool_call_ids") or [m.get("tool_call_id")])[0]
-        name, path = st.tools.lookup(call_id)
-        return Message("tool", _parts(m["content"], "tool_result", meta, tool_name=name,
-                                      file_path=path,
-                                      tool_call_id=str(call_id) if call_id else None))
+        return _tool_result(m, st, meta)
     raise ValueError(f"unknown role {role!r}")
+
+
+def _tool_result(m: Any, st: _State, meta: dict[str, Any]) -> Message:
+    """A ``tool`` message: the result of the tool call it names."""
+    call_id = (m.get("tool_call_ids") or [m.get("tool_call_id")])[0]
+    name, path = st.tools.lookup(call_id)
+    return Message("tool", _parts(m["content"], "tool_result", meta, tool_name=name,
+                                  file_path=path, tool_call_id=str(call_id) if call_id else None))
 
 
 def _model_name(doc: Mapping[str, Any]) -> str | None:
