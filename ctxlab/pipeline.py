@@ -191,24 +191,25 @@ class CompactResult:
                 f"(limit {self.limit_tokens:,}), stages {list(self.stages_used)})")
 
 
-def forced_final(p: Pipeline, total: int, limit: int, tools: int,
+def forced_final(p: Pipeline, total: int, limit: int, tools: Callable[[], int],
                  one_turn: Callable[[], bool]) -> bool:
     """Seed 002's guard: a request over the limit forces a final turn (``on_over="final"``)
     — unless only the tool schemas push it over while the request holds a single turn:
     nothing is committed yet, the guard's projection leaves the schemas out, and the
-    request goes ahead. ``one_turn`` is asked only then.
+    request goes ahead. ``tools`` (the schemas' tokens) and ``one_turn`` are asked only
+    then.
 
     Example:
         >>> from ctxlab.presets import preset
         >>> p = preset("ai-agent")
-        >>> [forced_final(p, 110, 100, 20, lambda: first) for first in (True, False)]
+        >>> [forced_final(p, 110, 100, lambda: 20, lambda: first) for first in (True, False)]
         [False, True]
-        >>> forced_final(p, 130, 100, 20, lambda: True)
+        >>> forced_final(p, 130, 100, lambda: 20, lambda: True)
         True
     """
     if p.on_over != "final" or total <= limit:
         return False
-    return not (total - tools <= limit and one_turn())
+    return not (total - tools() <= limit and one_turn())
 
 
 def _ratio(x: Any) -> bool:
@@ -272,9 +273,8 @@ def session_provider(t: Transcript, session: str) -> str:
     looking at a call (`compact`, the replay walk, `Replay.at`, a resumed replay) counts
     it alike.
     """
-    c = t.calls[t.calls["session"] == session]
-    for model in c["model"].iloc[np.argsort(c["call"].to_numpy(), kind="stable")]:
-        if isinstance(model, str) and (provider := resolve_window(model=model).provider):
+    for model in call_models(t, session).values():      # in call order
+        if model is not None and (provider := resolve_window(model=model).provider):
             return provider
     return ""
 
@@ -379,8 +379,12 @@ def compact_view(history: SessionHistory, view: View, p: Pipeline, *, end_pos: f
                             until_target=False)
         runs += more
     after, limit, target = view.total_tokens, view.limit_tokens, view.target_tokens
-    turns = ints(view, "turn")
-    turns = turns[turns > 0]
+
+    def one_turn() -> bool:
+        turns = ints(view, "turn")
+        turns = turns[turns > 0]
+        return not len(turns) or turns.min() == turns.max()
+
     return CompactResult(
         pipeline=p.name, session=view.session, call=view.call if view.call is not None else -1,
         compacted=any(run.event is not None for run in runs), triggered=triggered,
@@ -388,8 +392,8 @@ def compact_view(history: SessionHistory, view: View, p: Pipeline, *, end_pos: f
         tokens_before=before, tokens_after=after, limit_tokens=limit, target_tokens=target,
         window_tokens=view.window_tokens, within_target=after <= target or not triggered,
         over_window=after > view.window_tokens,
-        forced_final=forced_final(p, after, limit, checked_tokens(view, ("tools",)),
-                                  lambda: not len(turns) or turns.min() == turns.max()),
+        forced_final=forced_final(p, after, limit, lambda: checked_tokens(view, ("tools",)),
+                                  one_turn),
         grammar_before=g_before, grammar_after=view_grammar(view), runs=tuple(runs),
         trigger_scope=trigger_scope(p), history=history, view=view)
 

@@ -406,8 +406,8 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
                         "stages_used": ",".join(r.stages_used),
                         "within_target": after_total <= r.target_tokens or not r.triggered,
                         "over_window": after_total > win,
-                        "forced_final": forced_final(p, after_total, limit, after["tools"],
-                                                     one_turn),
+                        "forced_final": forced_final(p, after_total, limit,
+                                                     lambda: after["tools"], one_turn),
                         "note": r.note})
         rows.append(row)
     if compactions:

@@ -234,7 +234,8 @@ def call_row(session: str, call: int, model: Any, input_total: Any, layers: dict
                 "target_tokens": int(target_ratio * limit), "triggered": False,
                 "compacted": False, "stages_used": "", "within_target": True,
                 "over_window": total > win,
-                "forced_final": forced_final(p, total, limit, layers["tools"], one_turn),
+                "forced_final": forced_final(p, total, limit, lambda: layers["tools"],
+                                             one_turn),
                 "note": ""})
     if total > win:
         row["note"] = (f"over the {win:,}-token window, but the trigger did not fire "

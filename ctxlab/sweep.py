@@ -48,7 +48,7 @@ from ctxlab.loaders.corpus import Corpus, load_dir
 from ctxlab.loaders.records import LoadOptions
 from ctxlab.schema import Transcript
 from ctxlab.sweep_grid import Config, Grid, distinct, expand
-from ctxlab.sweep_prefix import shared_groups
+from ctxlab.sweep_prefix import replays, shared_groups
 
 PRICES: dict[str, tuple[float, float]] = {
     "claude-opus": (15.0, 75.0), "claude-opus-4-5": (5.0, 25.0),
@@ -150,8 +150,6 @@ def _run_units(units: Sequence[tuple[int, Config]], src: Source, session: str,
     the session's transcript when the caller has it): ``(index, row)`` in ``units``'
     order. Configurations that differ only in threshold share the replay of their
     common beginning (`ctxlab.sweep_prefix`)."""
-    from ctxlab.sweep_prefix import replays
-
     t = t if t is not None else _load(src).session(session)
     rows = {i: _row(config, src, session, stage_cols, prices, r, start)
             for i, config, r, start in replays(t, units)}

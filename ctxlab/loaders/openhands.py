@@ -314,11 +314,12 @@ class _Stream:
         b = self.b
         nxt = b.next_pos
         floor = max(b.positions(), default=-1.0)
-        ends = b.input_ends()
-        for idx, end in enumerate(ends):
+        lo = floor
+        for idx, end in enumerate(b.input_ends()):
             if end >= nxt:
-                b.update_call(idx, input_end_pos=floor + (nxt - floor) / 3)
-        lo = max([floor, *(e for e in b.input_ends())])
+                end = floor + (nxt - floor) / 3
+                b.update_call(idx, input_end_pos=end)
+            lo = max(lo, end)
         return lo + (nxt - lo) / 2
 
     def condensation(self, ev: Mapping[str, Any], where: str) -> None:
