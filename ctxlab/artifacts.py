@@ -17,16 +17,19 @@ Rules, with their precision limits in brackets:
 * ``identifier``: snake_case (``parse_invoices``, ``CTX_TOKEN_924E``), camelCase,
   PascalCase with two humps (``RateLimiter``), dotted names whose segments have two
   or more characters (``os.environ``, ``pg-staging-821.internal``) and ticket-like ids
-  (``MARLIN-15``); not single words, ``e.g.``, ``3.11`` or tool-call argument keys.
+  (``MARLIN-15``); not single words, ``e.g.``, ``3.11``, tool-call argument keys or
+  encodings and algorithms (``UTF-8``, ``SHA-256``).
   [Product names such as ``GitHub`` count; ``HTTPServer`` does not.]
 * ``number``: three or more integer digits (``8387``, ``429``; ``178,587`` →
   ``178587``), or any number with a unit (``87 requests``, ``30 s``, ``15%``), a
-  currency sign (``€178587``), after ``port`` or ``#`` (``#42``). Not numbers: parts
+  currency sign (``€178587``), after ``port`` or ``#`` (``#42``); ``k``/``K`` and ``M``
+  right after a number multiply it (``1.5k tokens`` → ``1500 tokens``). Not numbers: parts
   of dotted chains (versions ``3.11.2``, ``127.0.0.1``), words (``v2``, ``924E``),
   dashed runs (``2026-01-12``, ``pg-staging-821``), subscripts (``test_bulk[798]``),
   line-number gutters (``120→``) and pytest's ``[ 40%]`` or ``[100%]``; ``3.11`` alone
   has one integer digit and no unit. [The same number in unrelated places is one artifact.]
 * ``date``: ``2026-03-23``, ``23 March 2026``, ``March 23, 2026`` → ``2026-03-23``.
+  [Timestamps such as ``2026-03-23T10:00:00Z``, everywhere in logs, are not dates.]
 * ``instruction``: a sentence with must, never, always, please, use, don't, do not,
   should, make sure, avoid, keep or prefer, in a real user message (the first message
   of a turn) or a compaction summary (which restates them). [Compared verbatim.]
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import re
 import threading
+from decimal import Decimal
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -58,6 +62,9 @@ _UNIT = (r"%(?!\])|ms|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?
          r"rps|qps|calls?|items?|records?|retries|attempts?|workers?|threads?|connections?|"
          r"files?|tests?|users?|messages?|entries|steps?|pages?|px|usd|eur|dollars?|euros?")
 _SEG = r"[A-Za-z_][\w-]*\w"
+_NOT_TICKET = "(?:UTF|UCS|SHA|MD|ISO|CP|HTTP|TLS|SSL|AES|RSA|CRC|BASE|IEC|LATIN)"
+"""Names followed by a dash and digits that are encodings, algorithms or protocols
+(``UTF-8``, ``SHA-256``, ``ISO-8859``), not ticket ids."""
 _PLAIN = r"(?:[a-z]+|[A-Z][a-z]+)(?=[\s,;:!?)\"'\]]|$)"  # a prose word: no token starts here
 _TOKENS = (
     r"(?<!\w)(?=[\w~./$€£¥#])(?:"
@@ -65,6 +72,7 @@ _TOKENS = (
     rf"(?<![\w.-])(?P<d1>[0-3]?\d)\s+(?P<m1>{_MONTH})\.?,?\s+(?P<y1>\d{{4}})(?!\w)"
     r"|(?:(?P<mark>\b[Pp]ort[ =:]|#)|(?<![\w.,-])(?<!\w\[))(?P<cur>[$€£¥])?"
     r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![.,]\d|-\d|\.[A-Za-z]|%\])"
+    r"(?:(?P<mult>[kK]|M)(?![A-Za-z]))?"
     rf"(?:\s?(?P<unit>(?i:{_UNIT}))(?!\w))?(?![\w→\t]|/(?:[\w.@+-]+/)*[\w.@+-]*\.[A-Za-z])"
     rf"|(?P<m2>{_MONTH})\.?\s+(?P<d2>[0-3]?\d)(?:st|nd|rd|th)?,?\s+(?P<y2>\d{{4}})(?!\w)"
     rf"|(?!{_PLAIN})(?:"
@@ -75,7 +83,7 @@ _TOKENS = (
     rf"|[\w@+-]+(?:\.[\w@+-]+)*\.(?:{_EXT})(?![\w/@+-]|\.\w))"
     r"|(?<![\w.-])(?P<iso>\d{4}-[01]\d-[0-3]\d)(?![\w-])"
     # identifiers: dotted, ticket-like, snake_case, camelCase, PascalCase
-    rf"|(?<![\w./\\+-])(?P<ident>{_SEG}(?:\.{_SEG})+|[A-Z][A-Z0-9]+-\d+"
+    rf"|(?<![\w./\\+-])(?P<ident>{_SEG}(?:\.{_SEG})+|(?!{_NOT_TICKET}-)[A-Z][A-Z0-9]+-\d+"
     r"|_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+"
     r"|[A-Z]+[a-z0-9]+(?:[A-Z][a-z0-9]*)+)(?![\w-]|\.\w)))")
 _ERROR = (r"(?m)^[^\S\n]*(?P<error>(?:[^\n]*?(?=[EFTefp])(?:Error:|Exception\b|\bTraceback\b|"
@@ -315,6 +323,9 @@ def _tokens(text: pd.Series) -> pd.DataFrame:
         num = h[g["num"]].replace(",", "")
         if not num:
             continue
+        if h[g["mult"]]:                # 1.5k -> 1500, 2M -> 2000000
+            scaled = Decimal(num) * (1000 if h[g["mult"]] in "kK" else 1_000_000)
+            num = format(scaled.normalize(), "f")
         unit, cur, mark = h[g["unit"]].lower(), h[g["cur"]], h[g["mark"]]
         if len(num.split(".", 1)[0]) >= 3 or unit or cur or mark:
             value = ("#" if mark == "#" else "") + cur + num

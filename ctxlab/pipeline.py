@@ -2,8 +2,10 @@
 
 A `Pipeline` says when to compact (usage of a limit above a threshold, measured on
 all layers or only some), which stages to run in order until the request is under
-the target, which stages run on every request regardless (``always``: e.g. tool
-output truncation), and what runs after compaction (``post``: tool-pair repair).
+the target, which stages run on every request regardless (``always`` before the
+trigger: e.g. tool output truncation; ``enforce`` after the triggered stages, where
+every layer is assembled: seed 003's history budget), and what runs after compaction
+(``post``: tool-pair repair).
 `compact` applies one to the request of one call and returns a `CompactResult`
 (seed 000's CompactionResult: stages used, tokens before/after/saved) holding the
 annotated, rewindable transcript.
@@ -42,6 +44,9 @@ class Pipeline:
         name: shown in results and reports.
         stages: run in order when triggered, each only while the request is over target.
         always: run on every request before the trigger is checked.
+        enforce: run on every request after the triggered stages, in order (seed 003's
+            single enforcement point: the history gets the budget the other layers
+            leave, `ctxlab.stages.trim_history`).
         post: run after any compaction (tool-pair repair...).
         threshold: trigger when the checked tokens exceed ``threshold × limit``.
         target: stages stop once the request is at or under ``target × limit``
@@ -69,6 +74,7 @@ class Pipeline:
     name: str
     stages: tuple[Stage, ...] = ()
     always: tuple[Stage, ...] = ()
+    enforce: tuple[Stage, ...] = ()
     post: tuple[Stage, ...] = ()
     threshold: float = 0.8
     target: float | None = None
@@ -105,7 +111,7 @@ class Pipeline:
         bad = set(self.trigger_layers or ()) - set(LAYERS)
         if bad:
             raise ConfigError(f"unknown layers {sorted(bad)}; layers: {', '.join(LAYERS)}")
-        for s in (*self.stages, *self.always, *self.post):
+        for s in (*self.stages, *self.always, *self.enforce, *self.post):
             if not isinstance(s, Stage):
                 raise ConfigError(f"{s!r} is not a Stage; build stages with ctxlab.stages.stage")
 
@@ -373,6 +379,10 @@ def compact_view(history: SessionHistory, view: View, p: Pipeline, *, end_pos: f
     triggered = force or checked > p.threshold * view.limit_tokens
     if triggered and p.stages:
         view, more = run_on(history, view, p.stages, end_pos=end_pos, trigger="threshold")
+        runs += more
+    if p.enforce:
+        view, more = run_on(history, view, p.enforce, end_pos=end_pos, trigger="enforce",
+                            until_target=False)
         runs += more
     if any(run.event is not None for run in runs) and p.post:
         view, more = run_on(history, view, p.post, end_pos=end_pos, trigger="post",

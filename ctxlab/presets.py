@@ -15,12 +15,16 @@ preset                   behaviour
                          messages; carried context previewed; only L2+L3+L5 are checked
                          against the 128k autoCompactThreshold — L1 and L4 are never
                          counted, so project context overflows the window.
-``copilot-fixed``        seed 003's fix plan: the whole request is checked against
-                         128k; big L2/L3 blocks are summarized, then history is trimmed to
-                         the budget left after L1+L2+L3+L5 and a 4,096 output reserve.
-                         One addition the plan lacks: when L1 alone is too big, project
-                         files in L1 are previewed (headings + 100 chars per section)
-                         before history is trimmed — the plan itself never shrinks L1.
+``copilot-fixed``        seed 003's fix plan (phase 1 and 2.1) over the shipped compactors:
+                         L2+L3 blocks are summarized when L1+tools+L2+L3+L5 pass the 128k
+                         autoCompactThreshold (the L1-aware trigger, ``threshold − L1``);
+                         then, on every request, the history is trimmed to what the other
+                         layers leave of 128k less a 4,096 output reserve (oldest turns
+                         first, then long answers; the latest turn always stays); memory
+                         keeps 100 messages instead of 30. One addition the plan lacks:
+                         when the request is still over 128k after that (L1 alone too
+                         big), project files in L1 are previewed (headings + 100 chars per
+                         section) — the plan itself never shrinks L1.
 ``neuron``               seed 004's recommended composite: over 100k tokens, clear all but
                          the 2 latest tool results, then keep the last 10 messages.
 ``observation-masking``  keep the 10 most recent tool outputs on every request (no trigger),
@@ -98,15 +102,23 @@ def _copilot_legacy() -> Pipeline:
 
 
 def _copilot_fixed() -> Pipeline:
+    # 1.1: L2+L3 compaction when L2+L3(+L5) > autoCompactThreshold − L1 (history apart);
+    # 1.2/1.3: at assembly, every request, history within threshold − non-L4 − 4,096;
+    # 1.4: BufferWindowMemory's k is 100 messages, not contextTurns × 2
     return Pipeline(name="copilot-fixed",
-                    always=stages_from(["monologue", "carry_forward"]),
-                    stages=stages_from([("summarize", {"mode": "blocks"}),
-                                        ("carry_forward", {"layers": ("system",),
-                                                           "section_chars": 100}),
-                                        "trim_history"]),
+                    always=stages_from(["monologue", ("keep_last", {"keep": 100,
+                                                                    "scope": "history"}),
+                                        "carry_forward"]),
+                    stages=stages_from([("summarize", {"mode": "blocks"})]),
+                    enforce=stages_from(["trim_history",
+                                         ("carry_forward", {"layers": ("system",),
+                                                            "section_chars": 100,
+                                                            "when_over": True})]),
                     threshold=1.0, limit="fixed", limit_tokens=COPILOT_AUTO_COMPACT,
+                    trigger_layers=("system", "tools", "carried", "current", "prompt"),
                     estimator="chars:4",
-                    description="seed 003's fix: whole payload budgeted, history trimmed")
+                    description="seed 003's fix: L1-aware trigger, history budgeted on "
+                                "every request")
 
 
 def _neuron() -> Pipeline:

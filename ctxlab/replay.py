@@ -331,9 +331,11 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
         return sum(1 for turn in sums.turn_refs if turn > 0) <= 1
 
     models = call_models(t, session) if settings.window is None else {}
-    # rows that could wake the always-stages (None: they run at every call), and what
-    # they said on the last request where they did nothing (see `Stage.candidates`)
-    wake = _candidates(p.always, history.table)
+    # rows that could wake the stages run on every request (None: they run at every
+    # call), and what they said on the last request where they did nothing
+    # (see `Stage.candidates`)
+    every = len(p.always) + len(p.enforce)
+    wake = _candidates((*p.always, *p.enforce), history.table)
     quiet: tuple[tuple[int, int, int], tuple[StageRun, ...]] | None = None
     woken = False
     for c in zip(calls["call"].tolist(), calls["input_end_pos"].tolist(),
@@ -378,7 +380,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
                                              forced_final=row["forced_final"],
                                              window_tokens=win,
                                              trigger_scope=trigger_scope(p))})
-        elif p.always or fire:
+        elif every or fire:
             budget = Budget(window_tokens=win, limit_tokens=limit,
                             target_tokens=row["target_tokens"], overhead_tokens=overhead)
             view = make_view(rows_seen.request(end), est, budget, session, k,
@@ -387,7 +389,9 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
             r = compact_view(history, view, p, end_pos=end, checked=reported)
             rows_seen.built(r.view)
             made = [run for run in r.runs if run.event is not None]
-            woken, always_runs = False, r.runs[:len(p.always)]
+            # (no event: no post-step ran, and the enforced stages ran last)
+            woken = False
+            always_runs = r.runs[:len(p.always)] + r.runs[len(r.runs) - len(p.enforce):]
             quiet = ((win, limit, row["target_tokens"]), always_runs) \
                 if wake is not None and not made and all(
                     run.failure is None and not run.summarizer_calls for run in always_runs) \

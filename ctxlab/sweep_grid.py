@@ -92,7 +92,7 @@ def with_stage_param(p: Pipeline, stage_name: str, param: str, value: Any) -> Pi
     """
     found = False
     lists = {}
-    for attr in ("always", "stages", "post"):
+    for attr in ("always", "stages", "enforce", "post"):
         new = []
         for s in getattr(p, attr):
             if s.name == stage_name:
@@ -111,8 +111,8 @@ def with_stage_param(p: Pipeline, stage_name: str, param: str, value: Any) -> Pi
 
 
 def stage_names(p: Pipeline) -> list[str]:
-    """Names of a pipeline's stages (always, stages, post), each once."""
-    return list(dict.fromkeys(s.name for s in (*p.always, *p.stages, *p.post)))
+    """Names of a pipeline's stages (always, stages, enforce, post), each once."""
+    return list(dict.fromkeys(s.name for s in (*p.always, *p.stages, *p.enforce, *p.post)))
 
 
 def _checked(grid: Grid) -> dict[str, list[Any]]:

@@ -1,15 +1,16 @@
 """Replays of a sweep that share their beginning: configurations differing only in
 threshold (and target) are the same replay until the lowest threshold's first compaction.
 
-Before a configuration's first compaction only its always-stages and post-steps have run,
-and the built-in ones never read the threshold or the target (`TARGET_READERS` do: they
-are kept apart). A configuration with a higher threshold fires no earlier (the trigger
-compares the same request with a larger share of the same limit), so up to that call its
-replay is the lower one's with the target column recomputed. `replays` runs a group in
-ascending threshold and resumes each from the previous replay rewound to its first
-compaction (`Replay.rewind`, `Replay.resume`), when that saves at least `MIN_SHARED` of
-the calls; a group that never compacts is replayed once. The result equals replaying
-every configuration from the start (tests compare them on generated and real logs).
+Before a configuration's first compaction only its always-stages, enforced stages and
+post-steps have run, and the built-in ones never read the threshold or the target
+(`TARGET_READERS` do: they are kept apart). A configuration with a higher threshold fires
+no earlier (the trigger compares the same request with a larger share of the same limit),
+so up to that call its replay is the lower one's with the target column recomputed.
+`replays` runs a group in ascending threshold and resumes each from the previous replay
+rewound to its first compaction (`Replay.rewind`, `Replay.resume`), when that saves at
+least `MIN_SHARED` of the calls; a group that never compacts is replayed once. The result
+equals replaying every configuration from the start (tests compare them on generated and
+real logs).
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def _shareable(config: Config, p: Pipeline) -> tuple[Any, ...] | None:
     """What configurations sharing their beginning have in common (None: share nothing,
     when a stage that runs before the first compaction is not known to ignore the
     threshold and the target)."""
-    for st in (*p.always, *p.post):
+    for st in (*p.always, *p.enforce, *p.post):
         if not type(st).__module__.startswith("ctxlab.stages.") or st.name in TARGET_READERS:
             return None
     return (replace(p, threshold=1.0, target=None), config.window, config.estimator)

@@ -242,6 +242,70 @@ def test_sniff(tmp_path: Path) -> None:
     assert not codex.sniff(p, '{"type":"user","message":{"role":"user"}}')
 
 
+def _lost_token_count_lines(lose: int | None) -> list[str]:
+    """Three calls in cli 0.60.1 order (each token_count twice: before the call's outputs
+    and after its tool's output); ``lose``: a line (1-based) cut short."""
+    lines = [
+        _line("session_meta", {"id": "s3", "base_instructions": {"text": "Codex."}}),     # 1
+        _line("turn_context", {"cwd": "/w", "model": "gpt-5.1-codex"}),                 # 2
+        _line("response_item", _msg("user", "go")),                                     # 3
+        _line("event_msg", _usage(1100, 1000, 0, 100)),                                 # 4
+        _line("response_item", {"type": "function_call", "name": "shell", "call_id": "c1",
+                                "arguments": "{}"}),                                    # 5
+        _line("response_item", {"type": "function_call_output", "call_id": "c1",
+                                "output": "ok"}),                                       # 6
+        _line("event_msg", _usage(1100, 1000, 0, 100)),                                 # 7
+        _line("event_msg", _usage(2400, 1250, 0, 50)),                                  # 8
+        _line("response_item", {"type": "function_call", "name": "shell", "call_id": "c2",
+                                "arguments": "{}"}),                                    # 9
+        _line("response_item", {"type": "function_call_output", "call_id": "c2",
+                                "output": "ok"}),                                       # 10
+        _line("event_msg", _usage(2400, 1250, 0, 50)),                                  # 11
+        _line("event_msg", _usage(3100, 650, 0, 50)),                                   # 12
+        _line("response_item", _msg("assistant", "done")),                              # 13
+    ]
+    if lose is not None:
+        lines[lose - 1] = lines[lose - 1][:40]
+    return lines
+
+
+@pytest.mark.parametrize("lose", [None, 8])
+def test_a_lost_token_count_does_not_pin_the_next_outputs_on_the_call_before(tmp_path, lose):
+    """Losing call 1's first token_count: its outputs still make call 1 (not call 0's),
+    and the second copy, which follows the counted call 0 directly, gives it its usage."""
+    t = ctxlab.load(write(tmp_path, _lost_token_count_lines(lose)))
+    assert t.calls["input_total"].tolist() == [1000, 1250, 650]
+    f = t.frame
+    asked = f[f["kind"] == "tool_call"].set_index("tool_call_id")
+    assert asked.loc[["c1", "c2"], "call"].tolist() == [0, 1]
+    assert f.loc[f["content"] == "done", "call"].tolist() == [2]
+    # call 1's input ends after c1's result, where its own outputs begin
+    answered = f[f["kind"] == "tool_result"].set_index("tool_call_id")
+    assert answered.loc["c1", "pos"] < t.calls["input_end_pos"].iloc[1] \
+        <= asked.loc["c2", "pos"]
+    rep = t.load_report.records
+    assert (rep["status"] == "skipped").sum() == (lose is not None)
+
+
+def test_a_lost_token_count_with_no_second_copy_leaves_that_call_uncounted(tmp_path):
+    lines = _lost_token_count_lines(8)
+    del lines[10]                       # 0.39.0 writes each token_count once
+    t = ctxlab.load(write(tmp_path, lines))
+    c = t.calls
+    assert len(c) == 3 and pd.isna(c.loc[1, "input_total"])
+    assert c.loc[[0, 2], "input_total"].tolist() == [1000, 650]
+    asked = t.frame[t.frame["kind"] == "tool_call"].set_index("tool_call_id")
+    assert asked.loc[["c1", "c2"], "call"].tolist() == [0, 1]
+    # nothing lost, no token_count for c2's response: as before, c2 joins the call
+    # before it, and the next count (whose total follows call 0's) makes the next call
+    lines = _lost_token_count_lines(None)
+    lines[11] = _line("event_msg", _usage(1800, 650, 0, 50))
+    del lines[10], lines[7]
+    t = ctxlab.load(write(tmp_path, lines, "unlogged.jsonl"))
+    assert t.calls["input_total"].tolist() == [1000, 650]
+    assert t.frame.loc[t.frame["content"] == "done", "call"].tolist() == [1]
+
+
 def test_strict_names_file_and_line(tmp_path: Path) -> None:
     lines = fixture_lines()
     lines[4] = lines[4][:30]

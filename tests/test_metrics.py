@@ -75,6 +75,7 @@ def test_errors_keep_failure_lines_and_skip_code():
     ("host pg-staging-821.internal; codename MARLIN-15", ["MARLIN-15", "pg-staging-821.internal"]),
     ("Hello world. The Quick brown fox, e.g. a U.S. dog, i.e. well-known. README says OK.", []),
     ("Python 3.11 and v2.1.39 with APIs", []),
+    ("decode as UTF-8, check the SHA-256 and ISO-8859-1; see JIRA-7", ["JIRA-7"]),
     ('Edit({"file_path": "/a/b.py", "old_string": "x", "replace_all": false})', []),
 ])
 def test_identifiers(text, expected):
@@ -90,6 +91,8 @@ def test_identifiers(text, expected):
     ("CTX_TOKEN_924E v2 pg-staging-821 2026-01-12T09:00:00Z test_bulk[798] [ 40%]", []),
     ("     120→    return x\n   1234\tdef f():", []),
     ("tests/test_api.py ........ [100%]\nCPU at 100% of 250 requests", ["100%", "250 requests"]),
+    ("used 1.5k tokens of 128K, then 2M rows; 2.25k", ["128000", "1500 tokens", "2000000 rows",
+                                                       "2250"]),
 ])
 def test_numbers(text, expected):
     assert _values(text, "number") == sorted(expected)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 
@@ -10,7 +12,7 @@ from ctxlab.errors import ConfigError
 from ctxlab.layers import layers_df
 from ctxlab.loaders.builder import SessionBuilder, assemble
 from ctxlab.loaders.records import RecordLog
-from ctxlab.pipeline import Pipeline, compact, compact_all
+from ctxlab.pipeline import Pipeline, compact, compact_all, stages_from
 from ctxlab.presets import preset, preset_names
 from ctxlab.tokens.accuracy import session_overheads
 from tests.conftest import DATASETS, REALDATA
@@ -124,13 +126,13 @@ def test_force_runs_the_stages_anyway(coding):
     assert r.triggered and r.compacted
 
 
-def _seed_003_request() -> ctxlab.Transcript:
+def _seed_003_request(project_chars: int = 2_000_000) -> ctxlab.Transcript:
     """Seed 003's Projects-mode arithmetic, in chars/4 tokens: L1 500k, L2 20k, L3 50k,
-    L4 15 turns = 200k, L5 2k; 772k in all."""
+    L4 15 turns = 200k, L5 2k; 772k in all (L1 ``project_chars`` / 4)."""
     log = RecordLog("seed003.jsonl")
     b = SessionBuilder("s", log)
     b.message("system")
-    b.part("text", "<project_context>" + "p" * (2_000_000 - 17))
+    b.part("text", "<project_context>" + "p" * (project_chars - 17))
     for turn in range(15):
         b.message("user", real_user=True)
         if turn == 14:
@@ -158,12 +160,54 @@ def test_seed_003_story_legacy_lets_772k_through_and_the_fix_holds_128k():
     assert not r.triggered and r.tokens_after == r.tokens_before  # L2+L3+L5 = 72k < 1M
     fixed = compact(t, "copilot-fixed", window=1_048_576, estimator="chars:4")
     assert fixed.triggered and fixed.within_target and fixed.tokens_after <= 128_000
+    # the history is trimmed first; L1 is previewed only because that was not enough
+    assert fixed.stages_used[-2:] == ("trim_history", "carry_forward")
     # without the L1 preview (the plan as written), trimming history cannot hold the budget
-    plan_only = preset("copilot-fixed", stages=tuple(
-        s for s in preset("copilot-fixed").stages if s.name != "carry_forward"))
+    plan_only = preset("copilot-fixed", enforce=stages_from(["trim_history"]))
     as_written = compact(t, plan_only, window=1_048_576, estimator="chars:4")
     assert "trim_history" in as_written.stages_used and not as_written.within_target
     assert "over" in as_written.note
+
+
+def test_seed_003_fix_trigger_leaves_history_out_and_history_is_budgeted_every_request():
+    """L1 2k: L1+L2+L3+L5 is at most 74k, under 128k, so nothing is summarized (a
+    whole-request trigger would fire at 274k); besides the shipped L2 compactor (always),
+    the history alone is trimmed, by the enforced stage, to what the other layers leave
+    less the output reserve."""
+    t = _seed_003_request(project_chars=8_000)
+    r = compact(t, "copilot-fixed", window=1_048_576, estimator="chars:4")
+    assert r.tokens_before > 250_000 and not r.triggered
+    assert r.stages_used == ("carry_forward", "trim_history")
+    ran = {run.stage: run for run in r.runs if run.event is not None}
+    ev = r.transcript.events.set_index("event").loc[ran["trim_history"].event]
+    assert ev["trigger"] == "enforce"
+    layers = layers_df(r.view.parts).set_index("layer")["tokens"]
+    rest = r.tokens_after - layers["history"]
+    assert r.tokens_after <= 128_000 - 4_096 and layers["history"] > 0
+    assert 128_000 - 4_096 - rest - layers["history"] < 30_000   # whole turns dropped
+    # the L1 preview is a last resort: under the limit after trimming, it does nothing
+    preview = next(run for run in r.runs if run.stage == "carry_forward" and run.event is None
+                   and "limit" in run.reason)
+    assert "within its limit" in preview.reason
+    # enforced stages run on requests the trigger leaves alone, in a replay too
+    replayed = ctxlab.replay(t, "copilot-fixed", window=1_048_576)
+    last = replayed.calls.iloc[-1]
+    assert not last["triggered"] and last["tokens_after"] == r.tokens_after
+    assert set(replayed.transcript.events["trigger"]) == {"always", "enforce"}
+
+
+def test_enforced_stages_run_after_the_triggered_ones_on_every_request(coding):
+    p = Pipeline(name="t", stages=stages_from([("keep_last", {"keep": 40})]),
+                 enforce=stages_from([("keep_last", {"keep": 20})]), threshold=0.5,
+                 limit="fixed", limit_tokens=10_000)
+    r = compact(coding, p, window=200_000)
+    assert r.triggered and r.stages_used == ("keep_last", "keep_last")
+    triggers = r.transcript.events.sort_values("event")["trigger"].tolist()
+    assert triggers == ["threshold", "enforce"]
+    quiet = compact(coding, replace(p, limit_tokens=1_000_000), window=200_000)
+    assert not quiet.triggered and quiet.stages_used == ("keep_last",)
+    with pytest.raises(ConfigError, match="not a Stage"):
+        Pipeline(name="bad", enforce=("trim_history",))
 
 
 @pytest.mark.parametrize("name", PRESETS)

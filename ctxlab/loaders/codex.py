@@ -159,6 +159,11 @@ class _Rollout:
         self.models: list[str] = []
         self.call: int | None = None
         self.call_implicit = False
+        # a line was lost (unreadable, or of an unexpected shape) since the last call began,
+        # and the last item was model input: see `item` and `event_msg`
+        self.lost = False
+        self.after_input = False
+        self.uncounted: int | None = None     # a call whose token_count may have been lost
         self.last_total: int | None = None
         self.last_usage: Mapping[str, Any] | None = None
         self.tools: dict[str, tuple[str | None, str | None]] = {}
@@ -166,7 +171,11 @@ class _Rollout:
 
     # ---- dispatch ---------------------------------------------------------------------
     def run(self) -> None:
+        unread = self.log.skipped_lines()      # lines that did not parse as JSON
+        j = 0
         for line, rec in self.records:
+            while j < len(unread) and unread[j] < line:
+                self.lost, j = True, j + 1
             rtype = "unknown"
             try:
                 if not isinstance(rec, dict):
@@ -179,6 +188,7 @@ class _Rollout:
             except Unknown as e:
                 self.log.skipped(rtype, str(e), line=line)
             except SHAPE_ERRORS as e:
+                self.lost = True
                 self.log.skipped(rtype, f"unexpected shape: {type(e).__name__}: {e}", line=line)
 
     def record(self, line: int, rec: Mapping[str, Any], rtype: str, payload: Any) -> None:
@@ -239,10 +249,16 @@ class _Rollout:
         role, real, is_output, specs = parsed
         call = None
         if is_output:
-            if self.call is None:
+            # outputs after model input, with a line lost in between that may have been
+            # their call's token_count, start a call of their own (usage unknown until a
+            # later token_count proves to be that call's, see `event_msg`) rather than
+            # joining the previous call
+            if self.call is None or (self.lost and self.after_input):
                 self.call = self.b.call(model=self.model, ts=ts,
                                         source=self.log.location(line=line))
-                self.call_implicit = True
+                # its token_count may be among the lost lines (a later copy can claim it)
+                self.uncounted = self.call if self.lost else None
+                self.call_implicit, self.lost = True, False
             call = self.call
         elif role == "tool":
             if self.call_implicit:
@@ -251,6 +267,7 @@ class _Rollout:
             self.call = None
         n, _ = self.emit(role, real, specs, ts=ts, source=self.log.location(line=line),
                          call=call)
+        self.after_input = not is_output
         self.log.used(rtype, line=line, parts=n)
 
     def emit(self, role: str, real: bool, specs: list[dict[str, Any]], *, ts: str | None,
@@ -296,13 +313,20 @@ class _Rollout:
             return
         last = info["last_token_usage"]
         inp, cached = safe.count(last["input_tokens"]), safe.count(last.get("cached_input_tokens"))
-        self.call = self.b.call(
-            model=self.model, input_total=inp, cache_read=cached,
-            input_tokens=inp - (cached or 0) if inp is not None else None,
-            output_tokens=safe.count(last.get("output_tokens")),
-            reasoning_tokens=safe.count(last.get("reasoning_output_tokens")), ts=ts,
-            source=self.log.location(line=line))
-        self.call_implicit = False
+        usage = dict(model=self.model, input_total=inp, cache_read=cached,
+                     input_tokens=inp - (cached or 0) if inp is not None else None,
+                     output_tokens=safe.count(last.get("output_tokens")),
+                     reasoning_tokens=safe.count(last.get("reasoning_output_tokens")))
+        own = safe.count(last.get("total_tokens"))
+        if self.uncounted is not None and total is not None and own is not None \
+                and total - (self.last_total or 0) == own:
+            # the usage right after the last counted call's: that of the call whose outputs
+            # came without a token_count (its first copy was lost), not of a new call
+            self.b.update_call(self.uncounted, **usage)
+        else:
+            self.call = self.b.call(**usage, ts=ts, source=self.log.location(line=line))
+            self.call_implicit, self.lost = False, False
+        self.uncounted = None
         self.last_total, self.last_usage = total, last
         self.log.used(rtype, line=line)
 

@@ -71,6 +71,12 @@ class RecordLog:
                             path=self.file, line=line, where=where)
         self._add(line, where, record, "skipped", 0, reason)
 
+    def skipped_lines(self) -> list[int]:
+        """The lines reported as skipped so far, ascending."""
+        r = self._rows
+        return sorted(line for line, status in zip(r["line"], r["status"])
+                      if status == "skipped" and line is not None)
+
     def location(self, line: int | None = None, where: str | None = None) -> str:
         """``file:line`` or ``file#where``, for the ``source`` column."""
         if line is not None:

@@ -6,7 +6,9 @@ preview block: its headings (markdown ``#`` lines outside code fences, or lines
 opening an XML-like tag such as ``<file path="...">``) and about ``section_chars``
 characters of every section, wrapped in ``<prior_context>``. Attachments under
 ``min_chars`` characters, attachments an earlier event produced, and blocks that
-would not save tokens are left as they are.
+would not save tokens are left as they are. With ``when_over`` the stage acts only on
+a request still over its limit: ``copilot-fixed`` runs it on L1 after the history has
+been trimmed, as a last resort.
 """
 
 from __future__ import annotations
@@ -87,11 +89,12 @@ class CarryForward(Stage):
         layers: which layers' context to preview: ``("carried",)`` is seed 003's
             L2ContextCompactor; adding ``"system"`` previews project context in L1 too (the
             improvement ``copilot-fixed`` uses when L1 alone leaves no room for history).
+        when_over: act only when the request is over its limit (``view.limit_tokens``).
 
     Example:
         >>> from ctxlab.stages import stage
         >>> stage("carry_forward")
-        CarryForward(section_chars=500, min_chars=2000, layers=('carried',))
+        CarryForward(section_chars=500, min_chars=2000, layers=('carried',), when_over=False)
     """
 
     name = "carry_forward"
@@ -99,6 +102,7 @@ class CarryForward(Stage):
     section_chars: int = 500
     min_chars: int = 2_000
     layers: tuple[str, ...] = ("carried",)
+    when_over: bool = False
 
     def __post_init__(self) -> None:
         for name, value in (("section_chars", self.section_chars), ("min_chars", self.min_chars)):
@@ -107,9 +111,15 @@ class CarryForward(Stage):
         if not self.layers or not set(self.layers) <= {"system", "carried", "current"}:
             raise ConfigError(f"carry_forward: layers must be some of system, carried, current; "
                               f"got {self.layers!r}")
+        if not isinstance(self.when_over, bool):
+            raise ConfigError(f"carry_forward: when_over must be True or False, got "
+                              f"{self.when_over!r}")
 
     def plan(self, view: View) -> Edit | None:
         p = view
+        if self.when_over and view.total_tokens <= view.limit_tokens:
+            return Edit(stage=self.name, reason=f"the request is within its limit of "
+                        f"{view.limit_tokens:,} tokens")
         layer, kind = labels(p, "layer"), labels(p, "kind")
         context = (kind == "attachment") | ((layer == "system") & (kind == "text"))
         rows = np.flatnonzero(one_of(layer, self.layers) & context)

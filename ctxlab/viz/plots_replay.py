@@ -37,9 +37,10 @@ def replay_session(replay: Replay, session: str | None) -> tuple[str, pd.DataFra
 
 
 def replay_stage_colours(replay: Replay) -> dict[str, str]:
-    """A colour per stage: the pipeline's order (always, stages, post), then the others."""
+    """A colour per stage: the pipeline's order (always, stages, enforce, post), then the
+    others."""
     p = replay.pipeline
-    names = [s.name for s in (*p.always, *p.stages, *p.post)]
+    names = [s.name for s in (*p.always, *p.stages, *p.enforce, *p.post)]
     if "stage" in replay.events:
         names += [str(s) for s in pd.unique(replay.events["stage"])]
     return stage_colours(names)

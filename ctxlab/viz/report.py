@@ -157,8 +157,9 @@ def _settings(replay: Replay, source: Transcript, cells: _Cells) -> str:
             ("sessions", f"{len(replay.base.sessions):,}"),
             ("models", ", ".join(str(m) for m in meta.get("models") or []) or "–"),
             ("pipeline", str(p)),
-            ("always / post stages", f"{' > '.join(x.name for x in p.always) or '–'} / "
-                                     f"{' > '.join(x.name for x in p.post) or '–'}"),
+            ("always / enforce / post stages",
+             " / ".join(" > ".join(x.name for x in group) or "–"
+                        for group in (p.always, p.enforce, p.post))),
             ("trigger", f"{p.trigger_on} tokens over {p.threshold:.0%} of the {p.limit} limit"
                         f", target {(p.target or p.threshold):.0%}"),
             ("window", window),

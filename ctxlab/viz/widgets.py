@@ -76,7 +76,8 @@ class ReplayExplorer(WidgetView):
         if not self._sessions:
             raise ConfigError("the replay's log has no LLM calls to explore")
         p = replay.pipeline
-        groups = (("always", p.always), ("", p.stages), ("post", p.post))
+        groups = (("always", p.always), ("", p.stages), ("enforce", p.enforce),
+                  ("post", p.post))
         self._labels = {st.name: f"{st.name} ({g})" if g else st.name
                         for g, stages in groups for st in stages}
         self._enabled = tuple(self._labels)
@@ -139,7 +140,7 @@ class ReplayExplorer(WidgetView):
         def keep(stages: tuple[Any, ...]) -> tuple[Any, ...]:
             return tuple(s for s in stages if s.name in enabled)
         return replace(p, threshold=threshold, stages=keep(p.stages), always=keep(p.always),
-                       post=keep(p.post))  # Pipeline validates the threshold (ConfigError)
+                       enforce=keep(p.enforce), post=keep(p.post))  # validates the threshold
 
     def calls_of(self, session: str | None = None) -> list[int]:
         """The calls of a session (default: the current one), in order."""
