@@ -144,7 +144,9 @@ class CompactResult:
         stages_used: stages that made an event, in order (always-stages included).
         tokens_before, tokens_after: the whole request, before and after.
         limit_tokens, target_tokens, window_tokens: the budget it was measured against.
-        within_target: whether the request ends at or under the target (or was never over).
+        within_target: whether the request ends at or under the target when the trigger
+            fired; when it did not, at or under the limit if stages are enforced on every
+            request (their budget), else True.
         over_window: whether it still exceeds the context window.
         forced_final: seed 002's guard forced a final turn (``on_over="final"``).
         grammar_before, grammar_after: message-grammar problems, by kind.
@@ -400,7 +402,8 @@ def compact_view(history: SessionHistory, view: View, p: Pipeline, *, end_pos: f
         compacted=any(run.event is not None for run in runs), triggered=triggered,
         stages_used=tuple(run.stage for run in runs if run.event is not None),
         tokens_before=before, tokens_after=after, limit_tokens=limit, target_tokens=target,
-        window_tokens=view.window_tokens, within_target=after <= target or not triggered,
+        window_tokens=view.window_tokens,
+        within_target=after <= target if triggered else not p.enforce or after <= limit,
         over_window=after > view.window_tokens,
         forced_final=forced_final(p, after, limit, lambda: checked_tokens(view, ("tools",)),
                                   one_turn),

@@ -22,9 +22,10 @@ preset                   behaviour
                          layers leave of 128k less a 4,096 output reserve (oldest turns
                          first, then long answers; the latest turn always stays); memory
                          keeps 100 messages instead of 30. One addition the plan lacks:
-                         when the request is still over 128k after that (L1 alone too
-                         big), project files in L1 are previewed (headings + 100 chars per
-                         section) — the plan itself never shrinks L1.
+                         when the layers but the history leave less than the 4,096
+                         reserve (L1 alone too big), project files in L1 are previewed
+                         (headings + 100 chars per section) before the history is
+                         trimmed — the plan itself never shrinks L1.
 ``neuron``               seed 004's recommended composite: over 100k tokens, clear all but
                          the 2 latest tool results, then keep the last 10 messages.
 ``observation-masking``  keep the 10 most recent tool outputs on every request (no trigger),
@@ -110,10 +111,10 @@ def _copilot_fixed() -> Pipeline:
                                                                     "scope": "history"}),
                                         "carry_forward"]),
                     stages=stages_from([("summarize", {"mode": "blocks"})]),
-                    enforce=stages_from(["trim_history",
-                                         ("carry_forward", {"layers": ("system",),
+                    enforce=stages_from([("carry_forward", {"layers": ("system",),
                                                             "section_chars": 100,
-                                                            "when_over": True})]),
+                                                            "min_room": 4_096}),
+                                         "trim_history"]),
                     threshold=1.0, limit="fixed", limit_tokens=COPILOT_AUTO_COMPACT,
                     trigger_layers=("system", "tools", "carried", "current", "prompt"),
                     estimator="chars:4",

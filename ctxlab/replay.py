@@ -373,7 +373,8 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
         if quiet is not None and not woken and not rows_seen.left and not (fire and p.stages) \
                 and quiet[0] == (win, limit, row["target_tokens"]):
             # the always-stages would do nothing again and no other stage runs
-            within = total <= row["target_tokens"] or not fire
+            within = total <= row["target_tokens"] if fire else \
+                not p.enforce or total <= limit
             row.update({"triggered": fire, "within_target": within,
                         "note": request_note(quiet[1], triggered=fire, within_target=within,
                                              over_window=total > win,
@@ -408,7 +409,8 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
             row.update(after_values(after, after_total, limit))
             row.update({"triggered": r.triggered, "compacted": bool(made),
                         "stages_used": ",".join(r.stages_used),
-                        "within_target": after_total <= r.target_tokens or not r.triggered,
+                        "within_target": after_total <= r.target_tokens if r.triggered
+                        else not p.enforce or after_total <= limit,
                         "over_window": after_total > win,
                         "forced_final": forced_final(p, after_total, limit,
                                                      lambda: after["tools"], one_turn),

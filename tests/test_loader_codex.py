@@ -306,6 +306,32 @@ def test_a_lost_token_count_with_no_second_copy_leaves_that_call_uncounted(tmp_p
     assert t.frame.loc[t.frame["content"] == "done", "call"].tolist() == [1]
 
 
+@pytest.mark.parametrize("lost", [14, 15])
+def test_real_file_with_a_lost_line_keeps_its_calls(tmp_path, lost):
+    """Line 14 is a token_count: its call's outputs stay a call of their own, with no
+    usage; line 15 is the reasoning item after it: only that part goes."""
+    lines = realdata_path(REAL).read_text(encoding="utf-8").split("\n")
+    lines[lost - 1] = lines[lost - 1][:25]
+    t = ctxlab.load(write(tmp_path, lines, "lost.jsonl"))
+    whole = ctxlab.load(realdata_path(REAL))
+
+    def outputs(x):
+        return x.frame[x.frame["role"] == "assistant"].groupby("call").size().tolist()
+
+    got = t.calls["input_total"].astype("Float64").tolist()
+    assert len(got) == 19
+    if lost == 15:
+        assert got == REAL_INPUT_TOTALS
+        diff = [a - b for a, b in zip(outputs(whole), outputs(t))]
+        assert sorted(diff) == [0] * 18 + [1]
+    else:
+        missing = [i for i, x in enumerate(got) if pd.isna(x)]
+        assert len(missing) == 1
+        assert [x for x in got if not pd.isna(x)] == \
+            REAL_INPUT_TOTALS[:missing[0]] + REAL_INPUT_TOTALS[missing[0] + 1:]
+        assert outputs(t) == outputs(whole)
+
+
 def test_strict_names_file_and_line(tmp_path: Path) -> None:
     lines = fixture_lines()
     lines[4] = lines[4][:30]

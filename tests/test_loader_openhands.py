@@ -331,6 +331,26 @@ def test_a_condensation_without_summary_hides_before_the_next_call(tmp_path: Pat
     assert float(t.events["pos"].iloc[0]) < float(t.calls["input_end_pos"].iloc[2])
 
 
+def test_a_summary_without_offset_is_not_shown_and_keeps_the_earlier_one(tmp_path: Path
+                                                                         ) -> None:
+    """OpenHands' view shows the summary of the latest condensation holding both a summary
+    and an offset: a later one without an offset shows nothing and replaces nothing."""
+    events = [{"id": 0, "source": "user", "action": "message", "args": {"content": "TASK"}},
+              *_bash_events(1, 0, ["A", "B"]),
+              {"id": 5, "source": "agent", "action": "condensation",
+               "args": {"forgotten_event_ids": [1, 2], "summary": "RAN A",
+                        "summary_offset": 1}},
+              *_bash_events(6, 2, ["C"]),
+              {"id": 8, "source": "agent", "action": "condensation",
+               "args": {"forgotten_event_ids": [3, 4], "summary": "RAN A AND B",
+                        "summary_offset": None}},
+              *_bash_events(9, 3, ["D"])]
+    t = ctxlab.load(write(tmp_path, events))
+    assert _inputs(t)[3] == ["TASK", "RAN A", 'execute_bash({"command": "C"})', "OUT-C"]
+    assert "RAN A AND B" not in t.frame["content"].tolist()
+    assert "summary not shown" in t.events["reason"].iloc[1]
+
+
 def test_summary_offset_counts_the_recall_events_of_the_history(tmp_path: Path) -> None:
     """OpenHands' view (what summary_offset indexes) holds the recall action and
     observation the loader does not render: keep_first=3 keeps them with the task."""

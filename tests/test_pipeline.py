@@ -160,8 +160,10 @@ def test_seed_003_story_legacy_lets_772k_through_and_the_fix_holds_128k():
     assert not r.triggered and r.tokens_after == r.tokens_before  # L2+L3+L5 = 72k < 1M
     fixed = compact(t, "copilot-fixed", window=1_048_576, estimator="chars:4")
     assert fixed.triggered and fixed.within_target and fixed.tokens_after <= 128_000
-    # the history is trimmed first; L1 is previewed only because that was not enough
-    assert fixed.stages_used[-2:] == ("trim_history", "carry_forward")
+    # L1 alone leaves no room: it is previewed, then the history gets what is left
+    assert fixed.stages_used[-2:] == ("carry_forward", "trim_history")
+    history = layers_df(fixed.view.parts).set_index("layer")["tokens"]["history"]
+    assert history > 100_000 and fixed.tokens_after > 128_000 - 4_096 - 30_000
     # without the L1 preview (the plan as written), trimming history cannot hold the budget
     plan_only = preset("copilot-fixed", enforce=stages_from(["trim_history"]))
     as_written = compact(t, plan_only, window=1_048_576, estimator="chars:4")
@@ -185,15 +187,40 @@ def test_seed_003_fix_trigger_leaves_history_out_and_history_is_budgeted_every_r
     rest = r.tokens_after - layers["history"]
     assert r.tokens_after <= 128_000 - 4_096 and layers["history"] > 0
     assert 128_000 - 4_096 - rest - layers["history"] < 30_000   # whole turns dropped
-    # the L1 preview is a last resort: under the limit after trimming, it does nothing
+    # the L1 preview is a last resort: with room left beside the history, it does nothing
     preview = next(run for run in r.runs if run.stage == "carry_forward" and run.event is None
                    and "limit" in run.reason)
-    assert "within its limit" in preview.reason
+    assert "leave" in preview.reason and r.within_target
     # enforced stages run on requests the trigger leaves alone, in a replay too
     replayed = ctxlab.replay(t, "copilot-fixed", window=1_048_576)
     last = replayed.calls.iloc[-1]
     assert not last["triggered"] and last["tokens_after"] == r.tokens_after
     assert set(replayed.transcript.events["trigger"]) == {"always", "enforce"}
+
+
+def test_a_request_the_enforced_budget_cannot_hold_is_not_within_target():
+    """No trigger (the history is not measured) but still over 128k after the history was
+    trimmed as far as it goes: over target, and the note says why."""
+    log = RecordLog("x.jsonl")
+    b = SessionBuilder("s", log)
+    b.message("system")
+    b.part("text", "you are helpful")
+    b.message("user", real_user=True)
+    b.part("text", "u" * 240_000)                     # a 60k-token old question
+    b.message("assistant")
+    b.part("text", "ok", call=b.n_calls)
+    b.call(call_id="c0")
+    b.message("user", real_user=True)
+    b.part("text", "q" * 400_000)                     # a 100k-token prompt
+    b.call(call_id="last")
+    for i in range(3):
+        log.used("line", line=i + 1, parts=1)
+    t = assemble([b], log, meta={"format": "test"})
+    r = compact(t, "copilot-fixed", window=1_048_576, estimator="chars:4")
+    assert not r.triggered and r.tokens_after > 128_000
+    assert not r.within_target and "trim_history: still" in r.note
+    last = ctxlab.replay(t, "copilot-fixed", window=1_048_576).calls.iloc[-1]
+    assert not last["within_target"] and "trim_history: still" in last["note"]
 
 
 def test_enforced_stages_run_after_the_triggered_ones_on_every_request(coding):

@@ -152,7 +152,7 @@ def test_registered_with_seed_defaults():
     st = stage("carry_forward")
     assert isinstance(st, CarryForward)
     assert st.params() == {"section_chars": 500, "min_chars": 2_000, "layers": ("carried",),
-                           "when_over": False}
+                           "min_room": None}
     with pytest.raises(ConfigError, match="layers"):
         stage("carry_forward", layers=("history",))
 

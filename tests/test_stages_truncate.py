@@ -81,26 +81,29 @@ def test_four_messages_or_fewer_are_never_truncated():
 
 
 def test_worked_example_ten_messages():
-    # 10 messages; the last user message (m8) is the current prompt, m9 its answer.
+    # 10 messages; the last user message (m8) is the current prompt, m9 its answer. The
+    # list the seed truncates is m0..m7 (the prompt is kept apart): (8 - 2) x 0.5 = 3 -> 2
     t = _chat(10, system="You are helpful.")
     view = _view(t)
     r = _run(t, view, Truncate())
-    assert _texts(r.view) == ["You", "m0", "m1", MARKER.split(" ")[0], "m6", "m7", "m8", "m9"]
+    assert _texts(r.view) == ["You", "m0", "m1", MARKER.split(" ")[0], "m4", "m5", "m6", "m7",
+                              "m8", "m9"]
     marker = r.view.parts[r.view.parts["kind"] == "marker"].iloc[0]
     assert (marker["role"], marker["content"]) == ("system", MARKER)
     # the marker is a message of its own, where the removed messages were
     assert marker["msg"] not in set(view.parts["msg"])
     run = r.runs[0]
-    assert run.hidden == 4 and run.inserted == 1
+    assert run.hidden == 2 and run.inserted == 1
     details = r.transcript.events.iloc[-1]["meta"]
-    assert '"messages_removed": 4' in details and '"messages": 10' in details
+    assert '"messages_removed": 2' in details and '"messages": 10' in details
+    assert '"messages_before_prompt": 8' in details
 
 
 def test_the_system_prompt_is_neither_counted_nor_removed():
-    # 5 conversation messages + a system prompt: 5 <= 4 is false, but (5-2)*0.5 = 1 -> 0
+    # a system prompt, then 7 messages whose prompt is m6: 6 before it, (6-2)*0.5 = 2
     t = _chat(5, system="You are helpful.")
     assert Truncate().plan(_view(t)).empty
-    t = _chat(6, system="You are helpful.")
+    t = _chat(7, system="You are helpful.")
     r = _run(t, _view(t), Truncate())
     assert _texts(r.view)[:3] == ["You", "m0", "m1"]
     assert r.runs[0].hidden == 2
@@ -108,10 +111,11 @@ def test_the_system_prompt_is_neither_counted_nor_removed():
 
 def test_a_summary_message_counts_as_a_message():
     summary = ("user", [("summary", "Summary of the earlier work " + "s" * 400)])
-    rest = [("user" if i % 2 == 0 else "assistant", [("text", f"m{i} " + "x" * 400)])
-            for i in range(5)]
-    # 5 messages alone: nothing; with the summary, 6: two go (the summary is the first of
-    # the first pair, as NeuroLink's [summary, ...recent] list has it)
+    roles = ["user", "assistant", "user", "assistant", "assistant", "user"]
+    rest = [(role, [("text", f"m{i} " + "x" * 400)]) for i, role in enumerate(roles)]
+    # 5 messages before the prompt m5 alone: (5-2)*0.5 = 1 -> 0; with the summary, 6: two
+    # go (the summary is the first of the first pair, as NeuroLink's [summary, ...recent]
+    # list has it)
     assert Truncate().plan(_view(_build(rest))).empty
     t = _build([summary] + rest)
     r = _run(t, _view(t), Truncate())
@@ -127,7 +131,7 @@ def test_the_current_prompt_is_never_removed():
 
 
 def test_no_edit_when_the_marker_costs_more_than_what_it_replaces():
-    t = _chat(6, size=1)
+    t = _chat(7, size=1)
     edit = Truncate().plan(_view(t))
     assert edit is not None and edit.empty and "no tokens" in edit.reason
 
@@ -214,7 +218,9 @@ def coding():
 def test_real_session_is_halved_keeping_the_first_pair(coding):
     t, view = coding
     conv = view.parts[~view.parts["layer"].isin(["system", "tools"])]
-    n = conv["msg"].nunique()
+    msgs = conv.drop_duplicates("msg")
+    prompt = msgs.index[msgs["layer"] == "prompt"]
+    n = msgs.index.get_loc(prompt[0]) if len(prompt) else len(msgs)  # before the prompt
     r = _run(t, view, Truncate(), grammar_may_grow=True)  # the seed orphans tool pairs
     run = r.runs[0]
     removed_msgs = view.parts.loc[view.parts["part"].isin(

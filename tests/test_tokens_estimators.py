@@ -60,6 +60,25 @@ def test_neurolink_anthropic_numbers():
     assert estimator("neurolink").count(["x" * 1000]).tolist() == [288]  # 250 x 1.15 = 287.5
 
 
+def test_neurolink_counts_tool_definitions_without_the_multiplier():
+    """Seed 000's budget check: toolDefinitions is JSON.stringify(tool).length / 4; the
+    provider multiplier and safety margin apply to messages, not to tool definitions."""
+    import ctxlab
+    from ctxlab.stages.table import Table
+    from tests.conftest import DATASETS
+
+    f = ctxlab.load(DATASETS / "openai_sessions.jsonl").frame
+    schema = (f["kind"] == "tool_schema").to_numpy()
+    assert schema.sum() == 24
+    est, plain = estimator("neurolink:anthropic"), estimator("probe")   # probe: ⌈UTF-16/4⌉
+    got = est.count_parts(f)
+    assert (got[schema] == plain.count_parts(f)[schema]).all()
+    assert (got[~schema] == est.count(f["content"])[~schema]).all()
+    table = Table.from_frame(f.reset_index(drop=True))
+    assert est.count_parts(table).tolist() == got.tolist()
+    assert (est.count_parts(f)[schema] < est.count(f["content"])[schema]).all()
+
+
 def test_neuron_counts_utf8_bytes_and_frames_messages():
     est = estimator("neuron")
     assert est.count(["abcd", "漢字", "é"]).tolist() == [1, 2, 1]  # 4, 6, 2 bytes

@@ -325,7 +325,8 @@ class _Rollout:
             self.b.update_call(self.uncounted, **usage)
         else:
             self.call = self.b.call(**usage, ts=ts, source=self.log.location(line=line))
-            self.call_implicit, self.lost = False, False
+            # the outputs that follow are this call's, whatever is lost before them
+            self.call_implicit, self.lost, self.after_input = False, False, False
         self.uncounted = None
         self.last_total, self.last_usage = total, last
         self.log.used(rtype, line=line)

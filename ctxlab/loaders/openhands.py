@@ -336,11 +336,14 @@ class _Stream:
         ev_id = b.event(trigger="auto", pre_tokens=None, source=self.log.location(where=where),
                         pos=None if inserts else self._between_calls(),
                         reason=f"OpenHands condensation: {len(forgotten)} event(s) forgotten"
-                               + (", summary inserted" if summary else ""),
+                               + (", summary inserted" if inserts else
+                                  ", summary not shown (no summary_offset)" if summary else ""),
                         meta={"event_id": ev.get("id"), "forgotten_event_ids": sorted(forgotten),
                               "summary_offset": offset})
         to_hide = [p for e in forgotten for p in self.event_parts.get(e, [])]
-        if summary is not None and self.summary_part is not None:
+        # OpenHands shows the summary of the latest condensation that has one and an
+        # offset: a summary without an offset is never shown and replaces nothing
+        if inserts and self.summary_part is not None:
             to_hide.append(self.summary_part)
         to_hide = sorted(p for p in set(to_hide) if p not in self.hidden)
         b.hide(to_hide, ev_id)

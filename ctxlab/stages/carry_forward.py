@@ -6,9 +6,10 @@ preview block: its headings (markdown ``#`` lines outside code fences, or lines
 opening an XML-like tag such as ``<file path="...">``) and about ``section_chars``
 characters of every section, wrapped in ``<prior_context>``. Attachments under
 ``min_chars`` characters, attachments an earlier event produced, and blocks that
-would not save tokens are left as they are. With ``when_over`` the stage acts only on
-a request still over its limit: ``copilot-fixed`` runs it on L1 after the history has
-been trimmed, as a last resort.
+would not save tokens are left as they are. With ``min_room`` the stage acts only when
+the layers other than the history leave less than that many tokens of the limit:
+``copilot-fixed`` previews L1 that way, as a last resort, before the history is given
+what is left.
 """
 
 from __future__ import annotations
@@ -89,12 +90,14 @@ class CarryForward(Stage):
         layers: which layers' context to preview: ``("carried",)`` is seed 003's
             L2ContextCompactor; adding ``"system"`` previews project context in L1 too (the
             improvement ``copilot-fixed`` uses when L1 alone leaves no room for history).
-        when_over: act only when the request is over its limit (``view.limit_tokens``).
+        min_room: act only when the layers other than the history (L4) leave less than
+            this many tokens of ``view.limit_tokens`` (``copilot-fixed``: 4,096, the
+            answer's reserve); None: always act.
 
     Example:
         >>> from ctxlab.stages import stage
         >>> stage("carry_forward")
-        CarryForward(section_chars=500, min_chars=2000, layers=('carried',), when_over=False)
+        CarryForward(section_chars=500, min_chars=2000, layers=('carried',), min_room=None)
     """
 
     name = "carry_forward"
@@ -102,7 +105,7 @@ class CarryForward(Stage):
     section_chars: int = 500
     min_chars: int = 2_000
     layers: tuple[str, ...] = ("carried",)
-    when_over: bool = False
+    min_room: int | None = None
 
     def __post_init__(self) -> None:
         for name, value in (("section_chars", self.section_chars), ("min_chars", self.min_chars)):
@@ -111,15 +114,21 @@ class CarryForward(Stage):
         if not self.layers or not set(self.layers) <= {"system", "carried", "current"}:
             raise ConfigError(f"carry_forward: layers must be some of system, carried, current; "
                               f"got {self.layers!r}")
-        if not isinstance(self.when_over, bool):
-            raise ConfigError(f"carry_forward: when_over must be True or False, got "
-                              f"{self.when_over!r}")
+        if self.min_room is not None and (isinstance(self.min_room, bool) or not isinstance(
+                self.min_room, int) or self.min_room < 0):
+            raise ConfigError(f"carry_forward: min_room must be None or an int >= 0, got "
+                              f"{self.min_room!r}")
 
     def plan(self, view: View) -> Edit | None:
         p = view
-        if self.when_over and view.total_tokens <= view.limit_tokens:
-            return Edit(stage=self.name, reason=f"the request is within its limit of "
-                        f"{view.limit_tokens:,} tokens")
+        if self.min_room is not None:
+            from ctxlab.stages.trim_history import history_turn_tokens
+
+            rest = view.total_tokens - int(history_turn_tokens(view).sum())
+            if view.limit_tokens - rest >= self.min_room:
+                return Edit(stage=self.name, reason=f"the layers but the history leave "
+                            f"{view.limit_tokens - rest:,} tokens of the limit (at least "
+                            f"{self.min_room:,})")
         layer, kind = labels(p, "layer"), labels(p, "kind")
         context = (kind == "attachment") | ((layer == "system") & (kind == "text"))
         rows = np.flatnonzero(one_of(layer, self.layers) & context)

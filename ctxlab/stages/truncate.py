@@ -7,7 +7,8 @@ user–assistant pair) always stay; of the messages after them, ``fraction`` is 
 rounded down to an even number (to keep user/assistant alternation), oldest first; one
 system-role marker is inserted where they were. The current user prompt is never
 removed (NeuroLink keeps it out of the message list it truncates): when it comes after
-the first pair, the removal stops before it.
+the first pair, the removal stops before it, and the fraction is of the messages before
+it (the list the seed truncates).
 
 The seed counts messages, not tool pairs, so it can remove a tool call and keep its
 result (or the reverse); the pipeline's ``repair`` post-step mends that. With
@@ -133,14 +134,16 @@ class Truncate(Stage):
             return None
         m = message_groups(p, conv)                   # rows and messages of the conversation
         n = len(m)
-        remove = removal_count(n, self.fraction, self.keep_first)
-        if remove == 0:
-            return Edit(stage=self.name, reason=f"{n} conversation messages: nothing to remove "
-                        f"(needs more than {MIN_MESSAGES} and at least 2 after the first "
-                        f"{self.keep_first})")
         prompt = np.flatnonzero(layer[conv] == "prompt")
         at = int(m.of_row[prompt[0]]) if len(prompt) else n
         limit = at if at >= self.keep_first else n
+        # the list the seed truncates ends before the current prompt (which it keeps apart):
+        # the fraction is of the messages before it
+        remove = removal_count(limit, self.fraction, self.keep_first)
+        if remove == 0:
+            return Edit(stage=self.name, reason=f"{limit} conversation messages before the "
+                        f"current prompt: nothing to remove (needs more than {MIN_MESSAGES} and "
+                        f"at least 2 after the first {self.keep_first})")
         spans = _pair_spans(m.of_row, labels(p, "kind")[conv],
                             pd.factorize(strings(p, "tool_call_id"))[0][conv])
         start, end = self.keep_first, min(self.keep_first + remove, limit)
@@ -174,6 +177,7 @@ class Truncate(Stage):
                     reason=f"removed {removed} of {n} conversation messages after the "
                            f"first {start}",
                     details={"messages_removed": removed, "messages": n,
+                             "messages_before_prompt": limit,
                              "first_removed": start, "tokens_saved": saved,
                              "tool_pairs_split": split,
                              "removed_even": bool(removed % 2 == 0)})

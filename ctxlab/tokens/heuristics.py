@@ -10,7 +10,9 @@ spec                      behaviour
 ``chars:<ratio>``         ⌈chars / ratio⌉ (default ratio 4)
 ``probe``                 ProbeAgent (seed 001): ⌈UTF-16 length / 4⌉
 ``neurolink[:provider]``  NeuroLink (seed 000): ⌈⌈len/4⌉ × provider multiplier × 1.15⌉,
-                          +4 per message, +24 per conversation, images 1024
+                          +4 per message, +24 per conversation, images 1024; tool
+                          definitions ⌈len/4⌉ (its budget check counts them apart,
+                          ``JSON.stringify(tool).length / 4``, with no multiplier)
 ``neuron``                neuron-context (seed 004): ⌈UTF-8 bytes / 4.0⌉, +4 per message,
                           images 300 (documents 500)
 ``langchain``             ``count_tokens_approximately``: ⌈chars / 4⌉ + 3 per message
@@ -18,6 +20,8 @@ spec                      behaviour
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -60,7 +64,8 @@ class CharRatio(Estimator):
 
     def __init__(self, *, ratio: float, unit: Length = "chars", multiplier: float = 1.0,
                  per_message: int = 0, per_conversation: int = 0,
-                 image_tokens: int | None = None, spec: str = "") -> None:
+                 image_tokens: int | None = None, plain_schemas: bool = False,
+                 spec: str = "") -> None:
         super().__init__()
         if not ratio > 0:
             raise ConfigError(f"characters per token must be positive, not {ratio!r}")
@@ -70,6 +75,7 @@ class CharRatio(Estimator):
         self.per_message = per_message
         self.per_conversation = per_conversation
         self.image_tokens = image_tokens
+        self.plain_schemas = plain_schemas
         self.spec = spec or f"chars:{ratio:g}"
 
     def _count(self, texts: list[str]) -> np.ndarray:
@@ -96,6 +102,30 @@ class CharRatio(Estimator):
                 pass
         return super().count_values(texts)
 
+    def count_parts(self, parts: Any) -> np.ndarray:
+        """`Estimator.count_parts`; with ``plain_schemas`` (NeuroLink) a tool definition
+        is ⌈length / ratio⌉, without the multiplier.
+
+        Example:
+            >>> from ctxlab.tokens import estimator
+            >>> df = pd.DataFrame({"content": ["x" * 400] * 2, "kind": ["text", "tool_schema"]})
+            >>> estimator("neurolink:anthropic").count_parts(df).tolist()
+            [142, 100]
+        """
+        counts = super().count_parts(parts)
+        if not self.plain_schemas:
+            return counts
+        if isinstance(parts, pd.DataFrame):
+            kind = parts["kind"].to_numpy(dtype=object, na_value="")
+            content = parts["content"].to_numpy(dtype=object, na_value="")
+        else:
+            kind, content = parts.col("kind"), parts.col("content")
+        rows = np.flatnonzero(kind == "tool_schema")
+        if len(rows):
+            texts = ["" if content[i] is None else content[i] for i in rows]
+            counts[rows] = np.ceil(text_lengths_of(texts, self.unit) / self.ratio)
+        return counts
+
     def from_lengths(self, lengths: np.ndarray) -> np.ndarray:
         """Counts from lengths already measured in this estimator's unit."""
         base = np.ceil(lengths / self.ratio)
@@ -121,7 +151,8 @@ def _neurolink(arg: str | None) -> Estimator:
     return CharRatio(ratio=NEUROLINK_CHARS_PER_TOKEN, unit="utf16",
                      multiplier=NEUROLINK_MULTIPLIERS.get(provider, 1.0) * NEUROLINK_MARGIN,
                      per_message=NEUROLINK_PER_MESSAGE,
-                     per_conversation=NEUROLINK_PER_CONVERSATION, image_tokens=NEUROLINK_IMAGE)
+                     per_conversation=NEUROLINK_PER_CONVERSATION, image_tokens=NEUROLINK_IMAGE,
+                     plain_schemas=True)
 
 
 def _neuron(arg: str | None) -> Estimator:
