@@ -1,4 +1,4 @@
-"""The ``ctxlab`` command.
+"""ctxlab: load agent transcripts, replay context compaction over them, see what it costs.
 
     ctxlab info PATH            what a log (or a folder of logs) holds
     ctxlab convert PATH -o OUT  save a log as ctxlab Parquet (loads back exactly), or a
@@ -8,6 +8,8 @@
     ctxlab replay LOG           replay a compaction pipeline over a log: summary and events
     ctxlab report LOG -o OUT    the same as one self-contained HTML page (plots, ledger,
                                 fidelity against reported usage)
+    ctxlab sweep DIR -o OUT     replay a grid of configurations over a folder of logs and
+                                recommend one (per session metrics, .parquet or .csv)
 
 examples:
     ctxlab info datasets/
@@ -17,8 +19,10 @@ examples:
     ctxlab estimators datasets/ -e chars:4 -e neurolink:anthropic -e neuron
     ctxlab estimators session.jsonl --reference tiktoken:cl100k_base --calibrate cal.json
     ctxlab estimators --list
+    ctxlab sweep datasets/ --preset neurolink,copilot-fixed --grid threshold=0.6:0.95:0.05 \\
+        -o results.parquet --require max_overflows=0
 
-Run ``ctxlab COMMAND --help`` for a command's options and examples."""
+Run "ctxlab COMMAND --help" for a command's options and examples."""
 
 from __future__ import annotations
 
@@ -65,12 +69,16 @@ def _report_lines(t: Transcript | Corpus) -> list[str]:
     return lines
 
 
-def info_text(t: Transcript) -> str:
-    """The ``ctxlab info`` text of one loaded file."""
+def info_text(t: Transcript, path: Path | None = None) -> str:
+    """The ``ctxlab info`` text of one loaded file (``path``: the file given, when it is a
+    saved copy of the log the transcript names)."""
     m = t.meta
     u = usage_summary(t)
     version = m.get("version") or m.get("cli_version")
-    lines = [f"file:        {m.get('path')}",
+    shown = str(path) if path is not None else str(m.get("path"))
+    if path is not None and m.get("path") and Path(str(m["path"])).resolve() != path.resolve():
+        shown += f" (saved from {m['path']})"
+    lines = [f"file:        {shown}",
              f"format:      {m.get('format')}" + (f" (version {version})" if version else ""),
              f"sessions:    {len(t.sessions)}",
              f"parts:       {len(t.frame):,} ({int(t.frame['hidden_by'].isna().sum()):,} visible)",
@@ -115,7 +123,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
                           path))
     else:
         print(info_text(load(path, format=args.format, strict=args.strict,
-                             sidechains=args.sidechains)))
+                             sidechains=args.sidechains), path))
     return 0
 
 
@@ -128,11 +136,17 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         raise ConfigError("a folder of logs becomes a corpus dataset folder (its logs detected "
                           "one by one): give -o a folder name, and no --format")
     if path.is_dir() or out.is_dir() or args.output.endswith(("/", "\\")):
+        if path.is_dir() and not any(p.is_file() for p in path.rglob("*")):
+            raise ConfigError(f"{path}: an empty folder, no logs to convert")
         src = path if path.is_dir() else [load(path, format=args.format, strict=args.strict,
                                                 sidechains=args.sidechains)]
         write_corpus(src, out, strict=args.strict, sidechains=args.sidechains)
         print(f"wrote {out}: {describe(out)}; open it with ctxlab.load_dir")
         return 0
+    if out.suffix.lower() != ".parquet":
+        raise ConfigError(f"-o {out}: a log is saved as a .parquet file (or give a folder "
+                          f"name ending in / for a corpus dataset)")
+    out = output_path(args.output)
     t = load(path, format=args.format, strict=args.strict, sidechains=args.sidechains)
     try:
         save_parquet(t, out)
@@ -160,7 +174,11 @@ def estimators_text(source: Transcript | Corpus, specs: Sequence[str], reference
         if not has_usage:
             raise ConfigError("--calibrate needs reported usage (input_total) on 3+ calls")
         cal = calibrate(source, reference="reported")
-        cal.save(calibration)
+        try:
+            cal.save(calibration)
+        except OSError as e:
+            raise ConfigError(f"--calibrate {calibration}: cannot write it "
+                              f"({e.strerror or e})") from None
         ests.append(cal)
         lines += [f"calibration written to {calibration} (scale {cal.rates.scale:.3f}, "
                   f"{cal.rates.calls} calls); use it as calibrated:{calibration}", ""]
@@ -185,9 +203,12 @@ def _cmd_estimators(args: argparse.Namespace) -> int:
     if not args.path:
         raise ConfigError("give a log file or folder (or --list)")
     path = Path(args.path)
+    calibration = output_path(args.calibrate, "--calibrate") if args.calibrate else None
     source = load_dir(path) if path.is_dir() else load(path, format=args.format)
+    if source.frame.empty:
+        raise ConfigError(f"{path}: no parts to count (ctxlab info {path} says why)")
     print(estimators_text(source, args.estimator or DEFAULT_ESTIMATORS, args.reference,
-                          Path(args.calibrate) if args.calibrate else None))
+                          calibration))
     return 0
 
 
@@ -234,6 +255,13 @@ class _Steps:
             self.bar.set_description_str(desc)
             self.started = True
 
+    def write(self, text: str) -> None:
+        """A message on stderr that does not break the bar."""
+        if self.bar is not None:
+            self.bar.write(text, file=sys.stderr)
+        else:
+            print(text, file=sys.stderr)
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
@@ -255,8 +283,15 @@ def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay
     pipeline = resolve_pipeline(args.preset)  # a bad name fails before the log is read
     steps.next(f"loading {Path(args.path).name}")
     t = _load_log(args)
+    skipped = t.load_report.skipped
     if t.calls.empty:
-        raise ConfigError(f"{args.path}: the log has no LLM calls to replay")
+        why = (f" ({len(skipped):,} records skipped: is it a {t.meta.get('format')} log? "
+               f"ctxlab info {args.path} says why)" if len(skipped) else "")
+        raise ConfigError(f"{args.path}: the log has no LLM calls to replay{why}")
+    if len(skipped):
+        steps.write("\n".join([f"ctxlab: warning: {len(skipped):,} records of {args.path} "
+                               f"could not be used; the replay runs without them:",
+                               *_report_lines(t)[1:]]))
     steps.next(f"replaying {len(t.calls):,} calls")
     return t, replay(t, pipeline, window=window, estimator=args.estimator)
 
@@ -332,6 +367,28 @@ def _cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+INFO_EXAMPLES = """examples:
+    ctxlab info datasets/coding_session.jsonl
+    ctxlab info datasets/
+    ctxlab info ~/.claude/projects/my-project/ --sidechains
+
+Skipped records are listed with file:line and why; nothing is dropped silently.
+"""
+CONVERT_EXAMPLES = """examples:
+    ctxlab convert session.jsonl -o session.parquet
+    ctxlab convert logs/ -o corpus/
+    ctxlab convert session.jsonl -o corpus/          (one log as a corpus dataset)
+
+A .parquet file loads back exactly (ctxlab.load); a corpus dataset is Parquet
+partitioned by session, read lazily by ctxlab.load_dir and by sweep workers.
+"""
+ESTIMATORS_EXAMPLES = """examples:
+    ctxlab estimators datasets/
+    ctxlab estimators session.jsonl -e chars:4 -e neurolink:anthropic -e neuron
+    ctxlab estimators session.jsonl --reference tiktoken:cl100k_base
+    ctxlab estimators session.jsonl --calibrate cal.json   (then --estimator calibrated:cal.json)
+    ctxlab estimators --list
+"""
 REPLAY_EXAMPLES = """examples:
     ctxlab replay datasets/coding_session.jsonl
     ctxlab replay datasets/coding_session.jsonl --preset neuron --window 100k
@@ -339,8 +396,14 @@ REPLAY_EXAMPLES = """examples:
 """
 REPORT_EXAMPLES = """examples:
     ctxlab report datasets/coding_session.jsonl -o reports/demo.html
-    ctxlab report session.jsonl --preset claude-code --window 200k -o cc.html
     ctxlab report session.jsonl --preset neuron -o shared.html --redact
+    ctxlab estimators session.jsonl --calibrate cal.json
+    ctxlab report session.jsonl --preset claude-code --window 200k \\
+        --estimator calibrated:cal.json -o cc.html
+
+A Claude Code log replayed as claude-code predicts its real compactions and input best
+with an estimator calibrated on its own reported usage (the last two lines); the default
+o200k tokenizer counts Claude's tokens less well.
 
 The page needs no network and runs no script; the log's text is escaped.
 """
@@ -351,26 +414,37 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
 
-    def common(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("path", help="a log file (or, for info, a folder of logs)")
-        sp.add_argument("--format", default=None, help="force a loader instead of detecting")
+    from ctxlab.loaders.registry import names as loader_names
+
+    formats = ", ".join(loader_names())
+
+    def common(sp: argparse.ArgumentParser, path_help: str = "a log file") -> None:
+        sp.add_argument("path", help=path_help)
+        sp.add_argument("--format", default=None, metavar="NAME",
+                        help=f"force a loader instead of detecting: {formats}")
         sp.add_argument("--strict", action="store_true",
                         help="fail at the first record that cannot be used")
         sp.add_argument("--sidechains", action="store_true",
                         help="also load sub-agent conversations")
 
-    info = sub.add_parser("info", help="what a log or folder of logs holds")
-    common(info)
+    info = sub.add_parser("info", help="what a log or folder of logs holds",
+                          formatter_class=argparse.RawDescriptionHelpFormatter,
+                          epilog=INFO_EXAMPLES)
+    common(info, "a log file, a folder of logs or a corpus dataset")
     info.set_defaults(func=_cmd_info)
     conv = sub.add_parser("convert", help="save a log as ctxlab Parquet, or a folder of "
-                                          "logs as a corpus dataset")
-    common(conv)
+                                          "logs as a corpus dataset",
+                          formatter_class=argparse.RawDescriptionHelpFormatter,
+                          epilog=CONVERT_EXAMPLES)
+    common(conv, "a log file, or a folder of logs")
     conv.add_argument("-o", "--output", required=True,
                       help="output .parquet file; for a folder of logs (or a folder given as "
                            "OUT), the corpus dataset folder: new, empty, or a dataset to "
                            "replace")
     conv.set_defaults(func=_cmd_convert)
-    est = sub.add_parser("estimators", help="estimator errors by content class and per call")
+    est = sub.add_parser("estimators", help="estimator errors by content class and per call",
+                         formatter_class=argparse.RawDescriptionHelpFormatter,
+                         epilog=ESTIMATORS_EXAMPLES)
     est.add_argument("path", nargs="?", help="a log file or a folder of logs")
     est.add_argument("-e", "--estimator", action="append",
                      help=f"estimator spec, repeatable (default: {', '.join(DEFAULT_ESTIMATORS)})")
@@ -378,7 +452,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="exact tokenizer taken as truth per part (default tiktoken:o200k_base)")
     est.add_argument("--calibrate", metavar="FILE", default=None,
                      help="fit a calibrated estimator on the reported usage and save it here")
-    est.add_argument("--format", default=None, help="force a loader instead of detecting")
+    est.add_argument("--format", default=None, metavar="NAME",
+                     help=f"force a loader instead of detecting: {formats}")
     est.add_argument("--list", action="store_true", help="list the estimator families")
     est.set_defaults(func=_cmd_estimators)
 
@@ -418,6 +493,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CtxlabError as e:
         print(f"ctxlab: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:           # a file the command reads or writes
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"ctxlab: error: {where}{e.strerror or e}", file=sys.stderr)
+        return 2
+
+
+def output_path(text: str, option: str = "-o") -> Path:
+    """An output file the command will write, checked before any work: not a folder, and
+    its folder made when missing (as ``report`` does)."""
+    out = Path(text)
+    if out.is_dir():
+        raise ConfigError(f"{option} {out}: is a folder; give a file name")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"{option} {out}: cannot create its folder "
+                          f"({e.strerror or e})") from None
+    return out
 
 
 if __name__ == "__main__":

@@ -19,10 +19,11 @@ SWEEP_EXAMPLES = """examples:
     ctxlab sweep logs/ --preset neurolink --grid prune.protect_tokens=10000,40000 \\
         --require max_overflows=0 --require min_recall=0.98 -o results.csv
     ctxlab sweep session.jsonl --grid window=100k,200k --workers 1 -o r.parquet
-    ctxlab convert logs/ -o corpus/ && ctxlab sweep corpus/ --engine dask --workers 4 \
+    ctxlab convert logs/ -o corpus/ && ctxlab sweep corpus/ --engine dask --workers 4 \\
         --grid threshold=0.6:0.95:0.05 -o results.parquet
 
---grid takes name=start:stop:step (stop included) or name=v1,v2; names: preset,
+--grid takes name=start:stop:step (stop included) or name=v1,v2 (windows as 200k or
+100k:200k:50k); names: preset,
 threshold, target, window, estimator, or stage.param (a stage parameter, applied to
 the presets that have that stage). Rows: one per configuration and session, the
 metrics of ctxlab.sweep, the same from either engine. --require prints the recommended
@@ -101,9 +102,11 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
             raise ConfigError("give presets with --preset or --grid preset=..., not both")
         grid = {"preset": [p.strip() for p in args.preset.split(",") if p.strip()], **grid}
     constraints = _constraints(args.require)
-    out = Path(args.output)
-    if out.suffix.lower() not in (".parquet", ".csv"):
-        raise ConfigError(f"-o {out}: write a .parquet or .csv file")
+    from ctxlab.cli import output_path
+
+    if Path(args.output).suffix.lower() not in (".parquet", ".csv"):
+        raise ConfigError(f"-o {args.output}: write a .parquet or .csv file")
+    out = output_path(args.output)
     df = sweep(args.path, grid, engine=args.engine, estimator=args.estimator,
                window=parse_window(args.window), workers=args.workers,
                progress=True if args.progress else None)

@@ -198,6 +198,7 @@ Sessions = list[tuple[Source, list[str] | None]]
 def _sources(corpus: Any) -> tuple[Sessions, list[Transcript]]:
     """Each source with the sessions to replay (None: listed by loading the file), and
     the in-memory transcripts."""
+    where = str(corpus) if isinstance(corpus, (str, Path)) else "the corpus"
     if isinstance(corpus, (str, Path)):
         path = Path(corpus)
         if path.is_dir():
@@ -210,7 +211,8 @@ def _sources(corpus: Any) -> tuple[Sessions, list[Transcript]]:
     if isinstance(corpus, Corpus):
         files = corpus.files[corpus.files["status"] == "log"]
         if files.empty:
-            raise ConfigError("the corpus has no logs (corpus.files says why)")
+            raise ConfigError(f"{where}: no logs to sweep (corpus.files, or ctxlab info "
+                              f"on the folder, says why)")
         if corpus.dataset is not None:
             # the sessions replayed from the source log itself (`replayed_sessions`): with
             # calls, and parts unless the log has none

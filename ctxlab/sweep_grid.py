@@ -100,7 +100,11 @@ def with_stage_param(p: Pipeline, stage_name: str, param: str, value: Any) -> Pi
                 if param not in names:
                     raise ConfigError(f"stage {stage_name!r} has no parameter {param!r}; "
                                       f"its parameters: {', '.join(names)}")
-                s = replace(s, **{param: value})
+                _check_type(stage_name, param, getattr(s, param), value)
+                try:
+                    s = replace(s, **{param: value})
+                except (TypeError, ValueError) as e:
+                    raise ConfigError(f"{stage_name}.{param}={value!r}: {e}") from None
                 found = True
             new.append(s)
         lists[attr] = tuple(new)
@@ -108,6 +112,19 @@ def with_stage_param(p: Pipeline, stage_name: str, param: str, value: Any) -> Pi
         raise ConfigError(f"pipeline {p.name!r} has no {stage_name!r} stage; its stages: "
                           f"{', '.join(stage_names(p)) or 'none'}")
     return replace(p, **lists)
+
+
+def _check_type(stage_name: str, param: str, current: Any, value: Any) -> None:
+    """A grid value of the kind of the parameter's current one (a number for a number, a
+    flag for a flag, a text for a text); a parameter that is None takes anything."""
+    kinds = ((bool, (bool,), "true or false"), (int, (int,), "an integer"),
+             (float, (int, float), "a number"), (str, (str,), "a text"))
+    for kind, ok, words in kinds:
+        if isinstance(current, kind):
+            if not isinstance(value, ok) or (kind is not bool and isinstance(value, bool)):
+                raise ConfigError(f"{stage_name}.{param} takes {words} (now {current!r}), "
+                                  f"not {value!r}")
+            return
 
 
 def stage_names(p: Pipeline) -> list[str]:
@@ -246,6 +263,8 @@ def parse_spec(spec: str) -> tuple[str, list[Any]]:
         ('preset', ['neurolink', 'copilot-fixed'])
         >>> parse_spec("window=100k,200k")
         ('window', [100000, 200000])
+        >>> parse_spec("window=100k:200k:50k")
+        ('window', [100000, 150000, 200000])
     """
     name, sep, rest = spec.partition("=")
     name = name.strip()
@@ -256,9 +275,7 @@ def parse_spec(spec: str) -> tuple[str, list[Any]]:
         raise ConfigError(f"unknown grid name {name!r}; names: {', '.join(NAMES)} or "
                           f"stage.param (e.g. prune.protect_tokens)")
     if name == "window":
-        from ctxlab.cli import parse_window
-        return name, [parse_window(v) if v.strip().lower() not in ("none", "default") else None
-                      for v in rest.split(",")]
+        return name, _windows(rest, spec)
     if name != "preset" and _range_without_step(rest):
         raise ConfigError(f"bad range {rest!r} in --grid {spec!r}: write start:stop:step "
                           f"(e.g. threshold=0.6:0.95:0.05) or list the values (0.6,0.8)")
@@ -272,6 +289,33 @@ def parse_spec(spec: str) -> tuple[str, list[Any]]:
         whole = all(x == x.to_integral_value() for x in (a, step))
         return name, [int(a + i * step) if whole else float(a + i * step) for i in range(n)]
     return name, [_value(v) for v in rest.split(",") if v.strip()]
+
+
+def _windows(rest: str, spec: str) -> list[int | None]:
+    """The windows of ``window=...``: ``100k:200k:50k`` or ``100k,200k`` (``none``: each
+    call's model's)."""
+    from ctxlab.cli import parse_window
+
+    def one(text: str) -> int | None:
+        if text.strip().lower() in ("none", "default"):
+            return None
+        try:
+            return parse_window(text)
+        except ConfigError:
+            raise ConfigError(f"bad --grid {spec!r}: {text.strip()!r} is not a window in "
+                              f"tokens (e.g. window=100k,200k or window=100k:200k:50k)") from None
+    if rest.count(":") == 2:
+        a, b, step = (one(x) for x in rest.split(":"))
+        if a is None or b is None or step is None or b < a:
+            raise ConfigError(f"bad range {rest!r} in --grid {spec!r}: need start <= stop "
+                              f"and a step, in tokens")
+        if (b - a) // step + 1 > MAX_RANGE_VALUES:
+            raise ConfigError(f"range {rest!r} has more than {MAX_RANGE_VALUES:,} values")
+        return list(range(a, b + 1, step))
+    if ":" in rest:
+        raise ConfigError(f"bad range {rest!r} in --grid {spec!r}: write start:stop:step "
+                          f"(e.g. window=100k:200k:50k) or list the values (100k,200k)")
+    return [one(v) for v in rest.split(",")]
 
 
 def _range_without_step(text: str) -> bool:

@@ -73,6 +73,58 @@ def test_an_unwritable_output_is_one_line_too(tmp_path: Path,
     assert f"cannot write {blocker / 'r.html'}" in _one_error_line(capsys)
 
 
+@pytest.mark.parametrize(("argv", "words"), [
+    (["sweep", LOG, "--grid", "prune.protect_tokens=abc", "--workers", "1", "-o", "{tmp}/s.csv"],
+     "prune.protect_tokens takes an integer (now 40000), not 'abc'"),
+    (["sweep", LOG, "--grid", "prune.protect_tokens=-100", "--workers", "1", "-o", "{tmp}/s.csv"],
+     "protect_tokens must be an int >= 0"),
+    (["sweep", LOG, "--grid", "window=abc", "-o", "{tmp}/s.csv"], "bad --grid 'window=abc'"),
+    (["sweep", LOG, "-o", "{tmp}/dir.csv"], "is a folder; give a file name"),
+    (["estimators", LOG, "--calibrate", "{tmp}/file/cal.json"], "cannot create its folder"),
+    (["estimators", "{tmp}/empty"], "no parts to count"),
+    (["convert", LOG, "-o", "{tmp}/x.json"], "a log is saved as a .parquet file"),
+    (["convert", "{tmp}/empty", "-o", "{tmp}/c/"], "an empty folder, no logs to convert"),
+    (["info", "{tmp}/zero.jsonl"], "an empty file"),
+    (["sweep", "{tmp}/empty", "-o", "{tmp}/s.csv"], "empty: no logs to sweep"),
+])
+def test_bad_input_is_refused_before_any_work(argv: list[str], words: str, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "dir.csv").mkdir()
+    (tmp_path / "file").write_text("")
+    (tmp_path / "zero.jsonl").write_bytes(b"")
+    assert main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 2
+    assert words in _one_error_line(capsys)
+
+
+def test_a_missing_output_folder_is_made_first(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]):
+    out = tmp_path / "new" / "deeper" / "s.csv"
+    assert main(["sweep", LOG, "--preset", "neuron", "--workers", "1", "-o", str(out)]) == 0
+    assert out.is_file() and f"wrote {out}" in capsys.readouterr().out
+
+
+def test_skipped_records_are_announced_by_replay_and_shown_by_report(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    lines = Path(LOG).read_text(encoding="utf-8").split("\n")
+    lines[50] = lines[50][10:]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines), encoding="utf-8")
+    assert main(["replay", str(bad), "--preset", "neuron"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: 1 records of" in err and f"{bad}:51: malformed JSON" in err
+    assert main(["report", str(bad), "--preset", "neuron", "-o", str(tmp_path / "r.html")]) == 0
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "1 skipped" in page and "bad.jsonl:51 (malformed JSON" in page
+    assert str(tmp_path) not in page
+
+
+def test_the_wrong_format_says_its_records_were_skipped(capsys: pytest.CaptureFixture[str]):
+    assert main(["replay", LOG, "--format", "codex"]) == 2
+    line = _one_error_line(capsys)
+    assert "no LLM calls to replay" in line and "records skipped: is it a codex log?" in line
+
+
 def test_a_log_without_calls_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     log = tmp_path / "empty.jsonl"
     log.write_text('{"role": "user", "content": "hi"}\n', encoding="utf-8")
@@ -80,20 +132,24 @@ def test_a_log_without_calls_is_refused(tmp_path: Path, capsys: pytest.CaptureFi
     assert "no LLM calls to replay" in _one_error_line(capsys)
 
 
-@pytest.mark.parametrize("command", ["replay", "report"])
+@pytest.mark.parametrize("command", ["info", "convert", "estimators", "replay", "report",
+                                     "sweep"])
 def test_help_has_examples(command: str, capsys: pytest.CaptureFixture[str]):
     with pytest.raises(SystemExit) as e:
         main([command, "--help"])
     assert e.value.code == 0
     out = capsys.readouterr().out
-    assert "examples:" in out and f"ctxlab {command} " in out and "--preset" in out
+    assert "examples:" in out and f"ctxlab {command} " in out
+    assert "\\\n" not in out.replace(" \\\n", "")    # a continuation ends its line
+    if command in ("replay", "report", "sweep"):
+        assert "--preset" in out
 
 
 def test_top_level_help_lists_every_command(capsys: pytest.CaptureFixture[str]):
     with pytest.raises(SystemExit):
         main(["--help"])
     out = capsys.readouterr().out
-    for command in ("info", "convert", "estimators", "replay", "report"):
+    for command in ("info", "convert", "estimators", "replay", "report", "sweep"):
         assert f"ctxlab {command}" in out
 
 

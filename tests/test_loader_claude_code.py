@@ -467,3 +467,30 @@ def test_cut_file_reports_truncated_last_line(tmp_path: Path) -> None:
     assert t.load_report.skipped["reason"].str.startswith("truncated last line").all()
     assert len(t.load_report.skipped) == 1
     assert_every_line_once(t, cut)
+
+
+@pytest.mark.parametrize("which", [0.25, 0.5, 0.9])
+def test_a_lost_line_does_not_cut_the_conversation_before_it(tmp_path: Path,
+                                                             which: float) -> None:
+    """One unreadable line mid-file, a message that later records hang off: the records
+    whose parent it was continue from the conversation record before it (meta
+    ``chain_bridged``), instead of every earlier record falling off the chain."""
+    from tests.conftest import DATASETS
+
+    lines = (DATASETS / "coding_session_b.jsonl").read_text(encoding="utf-8").split("\n")
+    recs = [json.loads(x) for x in lines if x.strip()]
+    parents = {r.get("parentUuid") for r in recs}
+    linked = [i + 1 for i, r in enumerate(recs)
+              if r.get("type") in ("user", "assistant") and r.get("uuid") in parents]
+    lost = linked[int(which * len(linked))]
+    whole = ctxlab.load(DATASETS / "coding_session_b.jsonl")
+    lines[lost - 1] = lines[lost - 1][10:]
+    p = tmp_path / "lost.jsonl"
+    p.write_text("\n".join(lines), encoding="utf-8")
+    t = ctxlab.load(p)
+    rep = t.load_report.records
+    assert rep.loc[rep["status"] == "skipped", "line"].tolist() == [lost]
+    assert (rep["reason"] == claude_code.OFF_CHAIN).sum() <= 2
+    assert len(t.calls) >= len(whole.calls) - 1
+    assert t.meta.get("chain_bridged") and "chain_bridged" not in whole.meta
+    assert t.frame["content"].iloc[:5].tolist() == whole.frame["content"].iloc[:5].tolist()

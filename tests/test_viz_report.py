@@ -161,13 +161,15 @@ def test_failed_summarizer_attempts_are_rows_with_their_reason(failing):
     assert "backend down &lt;script&gt;" in page and SCRIPT not in page
 
 
-def test_fidelity_only_when_the_log_reports_usage(small, small_page):
+def test_fidelity_says_so_when_the_log_reports_no_usage(small, small_page):
     t, _ = small
-    assert '<section id="fidelity">' in small_page
+    assert '<section id="fidelity">' in small_page and "<h3>Per call</h3>" in small_page
     calls = t.calls.assign(input_total=pd.array([pd.NA] * len(t.calls), dtype="Int64"))
     bare = replace(t, calls=calls)
     page = report_html(ctxlab.replay(bare, "neuron", window=100_000), transcript=bare)
-    assert '<section id="fidelity">' not in page and 'href="#fidelity"' not in page
+    fidelity = page[page.index('<section id="fidelity">'):]
+    assert "reports no per-call usage" in fidelity and "<h3>Per call</h3>" not in fidelity
+    assert "none counted: the log reports no usage to fit it from" in page
 
 
 def test_without_the_transcript_the_page_says_real_compactions_are_unknown(small):
@@ -192,13 +194,19 @@ def test_plots_are_drawn_for_the_busiest_sessions_and_the_rest_is_said(monkeypat
     t = ctxlab.load(DATASETS / "openai_sessions.jsonl")
     r = ctxlab.replay(t, "observation-masking")
     counts = r.calls["session"].value_counts()
+    saved = r.events.groupby("session")["tokens_saved"].sum()
     chosen = plotted_sessions(r, limit=2)
-    assert chosen == [s for s in t.sessions if s in set(counts.index[:2])]
+    # sessions where compaction saved the most first, then the busiest
+    ranked = sorted(t.sessions, key=lambda s: (-saved.get(s, 0), -counts.get(s, 0)))
+    assert chosen == [s for s in t.sessions if s in set(ranked[:2])]
+    quiet = replace(r, events=r.events.iloc[:0])
+    assert plotted_sessions(quiet, limit=2) == [s for s in t.sessions
+                                                if s in set(counts.index[:2])]
     monkeypatch.setattr(report_module, "MAX_PLOT_SESSIONS", 1)
     page = report_html(r, transcript=t)
     plots = page[page.index('<section id="plots">'):page.index('<section id="events">')]
     assert f"{len(t.sessions) - 1:,} other sessions are not drawn" in plots
-    assert plots.count("<h3>Session ") == 1 and counts.index[0] in plots
+    assert plots.count("<h3>Session ") == 1 and ranked[0] in plots
 
 
 def test_inline_svg_prefixes_ids_and_drops_the_xml_head():

@@ -55,7 +55,7 @@ IGNORED_TYPES = {
                        "unrecorded attachment or a later user record",
 }
 OFF_CHAIN = "not on the main conversation chain"
-SIDECHAIN = "sidechain: load with sidechains=True"
+SIDECHAIN = "sidechain: load with sidechains=True (--sidechains)"
 INJECTED = frozenset({"command", "local_command", "interrupt", "task_notification"})
 
 
@@ -95,9 +95,11 @@ class _Session:
         self.visible_from = 0
         self.pending_event: int | None = None
         self.models: list[str] = []
+        self.bridged: dict[int, int] = {}
 
     def build(self, nodes: list[Record], *, flat: bool = False) -> None:
-        chain, superseded = select_chain(nodes, flat=flat)
+        chain, superseded = select_chain(nodes, flat=flat, unread=self.f.unread)
+        self.bridged = chain.bridged
         for line, obj in nodes:
             kind = str(obj.get("type"))
             if line in superseded:
@@ -375,7 +377,7 @@ def load(path: Path, options: LoadOptions) -> Transcript:
             f.used(summary["line"], "assistant")
         for line, obj in f.records:
             f.ignore(line, str(obj["type"]), "compaction summarizer input (sidechain): "
-                                             "load with sidechains=True")
+                                             "load with sidechains=True (--sidechains)")
     records = [o for _, o in nodes]
     meta: dict[str, Any] = {"format": NAME, "path": str(path), "session": sid}
     for key, field in (("session_ids", "sessionId"), ("versions", "version"),
@@ -387,6 +389,9 @@ def load(path: Path, options: LoadOptions) -> Transcript:
         if many in meta:
             meta[one] = meta[many][-1] if one == "version" else meta[many][0]
     meta["models"] = list(dict.fromkeys(m for s in sessions for m in s.models))
+    bridged = {line: prev for s in sessions for line, prev in s.bridged.items()}
+    if bridged:    # the conversation went on past a lost line, from the record before it
+        meta["chain_bridged"] = {str(k): v for k, v in sorted(bridged.items())}
     builders = [s.b for s in sessions]
     if titles:
         meta["titles"] = titles

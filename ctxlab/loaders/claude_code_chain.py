@@ -26,7 +26,7 @@ import bisect
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ctxlab.loaders.records import RecordLog, as_int, iter_jsonl
 
@@ -116,12 +116,16 @@ class Chain:
             ``logicalParentUuid`` is not in the file.
         added: lines joined to the parent chain as sibling lines of a response or results of
             its parallel tool calls.
+        bridged: line -> line the chain continued from, where the record's parent is not
+            in the file and a line before it could not be read (the lost parent): the
+            conversation record just before it.
     """
 
     records: list[Record] = field(default_factory=list)
     lines: set[int] = field(default_factory=set)
     fallbacks: dict[int, int] = field(default_factory=dict)
     added: set[int] = field(default_factory=set)
+    bridged: dict[int, int] = field(default_factory=dict)
 
 
 def index_uuids(nodes: list[Record]) -> tuple[dict[str, Record], dict[int, int]]:
@@ -138,13 +142,17 @@ def index_uuids(nodes: list[Record]) -> tuple[dict[str, Record], dict[int, int]]
     return by_uuid, superseded
 
 
-def select_chain(nodes: list[Record], *, flat: bool = False) -> tuple[Chain, dict[int, int]]:
+def select_chain(nodes: list[Record], *, flat: bool = False,
+                 unread: Sequence[int] = ()) -> tuple[Chain, dict[int, int]]:
     """The conversation of a group of graph records (records with a ``uuid``).
 
     Args:
         nodes: the records, in file order.
         flat: take every record in file order (a compaction summarizer's file, whose
             records hang off the main session's uuids, not off each other).
+        unread: lines of the file that could not be read: a record whose parent is
+            missing after one of them continues from the conversation record before it
+            (`Chain.bridged`) instead of ending the conversation there.
 
     Returns:
         The chain and the superseded duplicates (line -> replacing line).
@@ -174,6 +182,11 @@ def select_chain(nodes: list[Record], *, flat: bool = False) -> tuple[Chain, dic
                 if i > 0:
                     nxt = (conv_lines[i - 1], by_line[conv_lines[i - 1]])
                     chain.fallbacks[line] = nxt[0]
+        elif nxt is None and isinstance(parent, str) and unread and unread[0] < line:
+            i = bisect.bisect_left(conv_lines, line)   # the parent was on a lost line
+            if i > 0:
+                nxt = (conv_lines[i - 1], by_line[conv_lines[i - 1]])
+                chain.bridged[line] = nxt[0]
         line = nxt[0] if nxt is not None else None
     lines = set(seen)
     mids = {message_id(by_line[ln]) for ln in lines if by_line[ln].get("type") == "assistant"}
@@ -293,6 +306,9 @@ class RecordFile:
                 self.skip(line, "untyped", "unexpected shape: no record type")
             else:
                 self.records.append((line, obj))
+        # lines that could not be read (a lost parent of the conversation graph)
+        self.unread = sorted({*self.log.skipped_lines(),
+                              *(ln for ln, d in self.decided.items() if d[0] == "skipped")})
 
     def used(self, line: int, record: str, parts: int = 0) -> None:
         """The record became parts (or an event, or meta); the first decision stands."""

@@ -146,7 +146,7 @@ def load_dir(path: str | Path, *, strict: bool = False, sidechains: bool = False
         if owner is not None:
             rows.append(dict(path=str(p), format=loader.name, status="part-of",
                              note=f"sub-agent of {owner.name}; loaded with it when "
-                                  f"sidechains=True"))
+                                  f"sidechains=True (--sidechains)"))
         else:
             rows.append(dict(path=str(p), format=loader.name, status="log", note=None))
     files = pd.DataFrame(rows, columns=["path", "format", "status", "note"]).astype("string")

@@ -66,7 +66,8 @@ class RecordLog:
                 where: str | None = None) -> None:
         """A record that could not be used; raises `LoadError` in strict mode."""
         if self.strict:
-            raise LoadError(f"{reason} (record type {record!r}); load with strict=False to "
+            raise LoadError(f"{reason} (record type {record!r}); load without strict (drop "
+                            f"--strict on the command line) to "
                             f"skip it and list it in the load report",
                             path=self.file, line=line, where=where)
         self._add(line, where, record, "skipped", 0, reason)

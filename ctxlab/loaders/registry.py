@@ -77,9 +77,12 @@ def detect(path: str | Path) -> Loader:
                         path=str(path))
     if not path.exists():
         raise LoadError("no such file", path=str(path))
+    if path.is_file() and path.stat().st_size == 0:
+        raise LoadError("an empty file: there is no transcript in it", path=str(path))
     head = read_head(path)
     matches = [ld for ld in REGISTRY if ld.sniff(path, head)]
     if not matches:
         raise LoadError(f"not a known transcript format; tried: {', '.join(names())}. "
-                        f"Pass format=... to force one", path=str(path))
+                        f"Force one with format=... (--format on the command line)",
+                        path=str(path))
     return max(matches, key=lambda ld: ld.priority)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ctxlab.errors import ConfigError
 from ctxlab.stages import register
 from ctxlab.stages.base import (Edit, NewPart, Stage, View, equals, ints, is_na, one_of,
                                 optional_text, part_rows, strings)
@@ -37,6 +38,18 @@ class Prune(Stage):
     minimum_savings: int = 20_000
     protected_tools: tuple[str, ...] = ("skill",)
     placeholder: str = PLACEHOLDER
+
+    def __post_init__(self) -> None:
+        for name in ("protect_tokens", "minimum_savings"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ConfigError(f"prune: {name} must be an int >= 0, got {value!r}")
+        if not isinstance(self.protected_tools, tuple) or not all(
+                isinstance(t, str) for t in self.protected_tools):
+            raise ConfigError(f"prune: protected_tools must be a tuple of tool names, got "
+                              f"{self.protected_tools!r}")
+        if not isinstance(self.placeholder, str):
+            raise ConfigError(f"prune: placeholder must be a text, got {self.placeholder!r}")
 
     def plan(self, view: View) -> Edit | None:
         p = view

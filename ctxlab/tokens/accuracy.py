@@ -192,7 +192,9 @@ def reported_usage_df(source: PartsSource, estimator: str | Estimator,
         "est_content_tokens": np.rint(content).astype(np.int64),
         "overhead_tokens": np.rint(over).astype(np.int64),
         "est_tokens": np.rint(total).astype(np.int64),
-        "error_tokens": err, "error_pct": 100.0 * err / reported,
+        "error_tokens": err,
+        # a reported input of 0 (some logs write it for a call they did not count): no %
+        "error_pct": 100.0 * err / np.where(reported > 0, reported, np.nan),
         "messages": sums["messages"], "parts": sums["parts"],
         "estimator": est.spec,
     })

@@ -180,7 +180,8 @@ class Calibration:
                       for k, v in doc["tables"].items()}
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise ConfigError(f"{p}: not a ctxlab calibration file ({e}); write one with "
-                              f"ctxlab.calibrate(...).save(path)") from None
+                              f"ctxlab.calibrate(...).save(path) or ctxlab estimators LOG "
+                              f"--calibrate FILE") from None
         return Calibration(reference=str(doc.get("reference", "")), tables=tables,
                            overhead_tokens=doc.get("overhead_tokens", {}))
 

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 MAX_ROWS = 400          # rows shown per table; beyond, the first and last halves
 PREVIEW_CHARS = 100     # characters of a part's content shown in the ledger
-MAX_PLOT_SESSIONS = 3  # sessions drawn (those with the most calls)
+MAX_PLOT_SESSIONS = 3  # sessions drawn (where compaction saved most, then the busiest)
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0;color:#1a1a1a;background:#fff}
@@ -151,8 +151,20 @@ def _settings(replay: Replay, source: Transcript, cells: _Cells) -> str:
     wins = sorted({int(w) for w in replay.calls.get("window_tokens", pd.Series(dtype=int))})
     window = (f"{s.window:,} tokens" if s.window is not None else
               "each call's model's window: " + (", ".join(f"{w:,}" for w in wins) or "–"))
+    if s.window is None:
+        from ctxlab.tokens.windows import resolve_window
+
+        models = pd.unique(replay.base.calls["model"].dropna().astype(str))
+        guessed = sorted({m for m in models if resolve_window(model=m).method in
+                          ("provider-default", "global-default")}
+                         | ({"(no model named)"} if replay.base.calls["model"].isna().any()
+                            else set()))
+        if guessed:
+            window += (f" (a provider's or the default window for {', '.join(guessed[:5])}"
+                       f"{' …' if len(guessed) > 5 else ''}: pass --window to set it)")
     est = s.estimator if isinstance(s.estimator, str) else getattr(s.estimator, "spec", None)
     overhead = sorted(int(v) for v in s.overhead_tokens.values())
+    fitted = bool(source.calls["input_total"].notna().any())
     rows = [("source", f"{name} ({fmt}{' ' + str(version) if version else ''})"),
             ("sessions", f"{len(replay.base.sessions):,}"),
             ("models", ", ".join(str(m) for m in meta.get("models") or []) or "–"),
@@ -164,11 +176,29 @@ def _settings(replay: Replay, source: Transcript, cells: _Cells) -> str:
                         f", target {(p.target or p.threshold):.0%}"),
             ("window", window),
             ("estimator", est or f"the pipeline's ({p.estimator})"),
-            ("unrecorded overhead", "–" if not overhead else f"{overhead[0]:,} tokens" if
-             overhead[0] == overhead[-1] else f"{overhead[0]:,}–{overhead[-1]:,} tokens "
-             "per session")]
+            ("unrecorded overhead", "–" if not overhead else
+             "none counted: the log reports no usage to fit it from" if not fitted else
+             f"{overhead[0]:,} tokens" if overhead[0] == overhead[-1] else
+             f"{overhead[0]:,}–{overhead[-1]:,} tokens per session"),
+            ("load report", _load_report_text(source))]
     items = "".join(f"<dt>{cells.text(k)}</dt><dd>{cells.text(v)}</dd>" for k, v in rows)
     return f'<section id="settings"><h2>Replay</h2><dl>{items}</dl></section>'
+
+
+def _load_report_text(source: Transcript, shown: int = 3) -> str:
+    """The load report in one line: counts, and the first records skipped (file name and
+    line), which a replay of this log lacks."""
+    rep = source.load_report
+    text = str(rep)
+    sk = rep.skipped
+    if len(sk):
+        where = [f"{Path(str(r.file)).name}:{int(r.line)}" if not pd.isna(r.line) else
+                 f"{Path(str(r.file)).name} ({r.where})" for r in sk.head(shown).itertuples()]
+        reasons = [str(r.reason) for r in sk.head(shown).itertuples()]
+        text += "; skipped: " + "; ".join(f"{w} ({why})" for w, why in zip(where, reasons))
+        if len(sk) > shown:
+            text += f"; … {len(sk) - shown:,} more (ctxlab info lists them)"
+    return text
 
 
 def _summary(replay: Replay, cells: _Cells) -> str:
@@ -184,11 +214,16 @@ def _summary(replay: Replay, cells: _Cells) -> str:
 
 
 def plotted_sessions(replay: Replay, limit: int | None = None) -> list[str]:
-    """The sessions the page draws: the ``limit`` (default `MAX_PLOT_SESSIONS`) with the
-    most replayed calls, in log order."""
+    """The sessions the page draws: the ``limit`` (default `MAX_PLOT_SESSIONS`) where
+    compaction saved the most tokens, then those with the most replayed calls; in log
+    order."""
     limit = MAX_PLOT_SESSIONS if limit is None else limit
     counts = replay.calls["session"].value_counts(sort=False) if len(replay.calls) else {}
-    ranked = sorted(replay.base.sessions, key=lambda s: -int(counts.get(s, 0)))
+    ev = replay.events
+    saved = ev.groupby("session")["tokens_saved"].sum() \
+        if len(ev) and "tokens_saved" in ev else {}
+    ranked = sorted(replay.base.sessions, key=lambda s: (-float(saved.get(s, 0) or 0),
+                                                         -int(counts.get(s, 0))))
     chosen = {s for s in ranked[:limit] if counts.get(s, 0)}
     return [s for s in replay.base.sessions if s in chosen]
 
@@ -254,8 +289,9 @@ def _plots(replay: Replay, cells: _Cells) -> str:
     sessions = plotted_sessions(replay)
     left_out = len(replay.base.sessions) - len(sessions)
     if left_out:
-        parts.append(f'<p class="note">Plots of the {len(sessions)} sessions with the most '
-                     f"calls; {left_out:,} other session{'s are' if left_out > 1 else ' is'} "
+        parts.append(f'<p class="note">Plots of the {len(sessions)} sessions where '
+                     f"compaction saved the most tokens, then with the most calls; "
+                     f"{left_out:,} other session{'s are' if left_out > 1 else ' is'} "
                      "not drawn (their rows are in the tables).</p>")
     k = 0
     for session in sessions:
@@ -324,7 +360,10 @@ def _fidelity(replay: Replay, t: Transcript, given: bool, cells: _Cells) -> str:
     from ctxlab.fidelity import compaction_points_df, fidelity_df, fidelity_errors_df
 
     if not t.calls["input_total"].notna().any():
-        return ""
+        note = ("This log reports no per-call usage (input_total): there is nothing to "
+                "compare the replay's estimated requests with.")
+        return ('<section id="fidelity"><h2>Fidelity</h2>'
+                f'<p class="note">{cells.text(note)}</p></section>')
     fid = fidelity_df(t, replay)
     n = len(t.sessions)
     per_session = _table(fidelity_errors_df(fid), cells, frame="fidelity_errors_df")
@@ -374,8 +413,9 @@ def report(replay: Replay, path: str | Path, *, transcript: Transcript | None = 
         replay: the result of `ctxlab.replay`.
         path: the ``.html`` file to write (its folder is created).
         transcript: the log the replay ran over, as loaded. It gives the page its
-            fidelity section (when the log has reported usage) with the recorded
-            compaction points; without it the replay's own rewound log is used.
+            fidelity section (which says so when the log reports no usage) with the
+            recorded compaction points, and the load report; without it the replay's own
+            rewound log is used.
         redact: mask API keys and tokens in every text shown (`ctxlab.redact.redact`).
         title: the page's title (default: pipeline and file name).
 
