@@ -143,9 +143,9 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         write_corpus(src, out, strict=args.strict, sidechains=args.sidechains)
         print(f"wrote {out}: {describe(out)}; open it with ctxlab.load_dir")
         return 0
-    if out.suffix.lower() != ".parquet":
-        raise ConfigError(f"-o {out}: a log is saved as a .parquet file (or give a folder "
-                          f"name ending in / for a corpus dataset)")
+    if out.suffix.lower() not in ("", ".parquet", ".pq", ".parq"):
+        raise ConfigError(f"-o {out}: a log is saved as a Parquet file (.parquet), or give "
+                          f"a folder name ending in / for a corpus dataset")
     out = output_path(args.output)
     t = load(path, format=args.format, strict=args.strict, sidechains=args.sidechains)
     try:
@@ -347,6 +347,7 @@ def _count(n: int, noun: str) -> str:
 def _cmd_report(args: argparse.Namespace) -> int:
     from ctxlab.viz.report import report
 
+    output_path(args.output)            # a bad -o fails before the work
     steps = _Steps(3)
     try:
         t, r = _replay(args, steps)

@@ -29,7 +29,7 @@ from ctxlab.errors import ConfigError
 from ctxlab.schema import Transcript
 from ctxlab.visibility import part_spans
 
-HISTORY_EDITS = frozenset({"rewind", "system_prompt"})
+HISTORY_EDITS = frozenset({"rewind", "system_prompt", "not_resent"})
 """Event origins that edit the recorded history itself: never counted as compaction."""
 
 def part_artifacts(t: Transcript) -> pd.DataFrame:

@@ -93,8 +93,10 @@ EVENT_COLUMNS: tuple[Column, ...] = (
     Column(name="event", dtype="Int64", required=True, doc="event id within the session"),
     Column(name="origin", dtype="string", required=True,
            doc="'recorded' for compactions found in the log (undone by rewind_recorded); "
-               "'rewind' (a user rewound the chat) and 'system_prompt' (the client swapped its "
-               "system prompt) are recorded history edits that stay; else the stage that made it"),
+               "'rewind' (a user rewound the chat), 'system_prompt' (the client swapped its "
+               "system prompt) and 'not_resent' (the client sends some parts in no later "
+               "request, e.g. Gemini CLI's thoughts) are recorded history edits that stay; "
+               "else the stage that made it"),
     Column(name="trigger", dtype="string", required=False, doc="auto, manual, threshold, ..."),
     Column(name="pre_tokens", dtype="Int64", required=False,
            doc="context size before the compaction, as recorded"),

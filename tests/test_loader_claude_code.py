@@ -494,3 +494,50 @@ def test_a_lost_line_does_not_cut_the_conversation_before_it(tmp_path: Path,
     assert len(t.calls) >= len(whole.calls) - 1
     assert t.meta.get("chain_bridged") and "chain_bridged" not in whole.meta
     assert t.frame["content"].iloc[:5].tolist() == whole.frame["content"].iloc[:5].tolist()
+
+
+@pytest.mark.parametrize("name", ["258c7280-ae70-4798-800f-63464d01a85d",
+                                  "4d5611e5-241a-462a-8d15-5122611a9569",
+                                  "8463c716-a2ea-4c14-9efa-87158ebd9f20"])
+def test_a_lost_compaction_summary_keeps_the_compaction(tmp_path: Path, name: str) -> None:
+    """The summary record after a compact_boundary lost: the chain goes on from the
+    boundary (and through it), so the compaction stays and the old history stays hidden."""
+    path = realdata_path(f"claude_code/spotter/{name}.jsonl")
+    lines = path.read_text(encoding="utf-8").split("\n")
+    at = next(i for i, x in enumerate(lines) if '"isCompactSummary":true' in x.replace(" ", ""))
+    lines[at] = lines[at][:len(lines[at]) // 2]
+    p = tmp_path / f"{name}.jsonl"
+    p.write_text("\n".join(lines), encoding="utf-8")
+    whole, t = ctxlab.load(path), ctxlab.load(p)
+    assert len(t.events) == len(whole.events) >= 1
+    visible = int(t.frame["hidden_by"].isna().sum())
+    assert visible <= int(whole.frame["hidden_by"].isna().sum())
+    assert list(t.meta["chain_bridged"].values()) == [at]      # the boundary's line (1-based)
+
+
+def test_a_lost_line_does_not_bring_back_a_branch_a_rewind_left(tmp_path: Path) -> None:
+    """The user edited message 21 (a new copy hangs off line 20), then line 20 was lost:
+    both copies continue from line 19, and the abandoned branch (21-30) stays off."""
+    src = realdata_path("claude_code/vibecodingtracker/claude_code.jsonl")
+    recs = [json.loads(x) for x in src.read_text(encoding="utf-8").split("\n")[:30]]
+    assert recs[20]["type"] == "user" and recs[20]["parentUuid"] == recs[19]["uuid"]
+    edited = {**recs[20], "uuid": "edited-21", "message": {"role": "user",
+                                                           "content": "EDITED PROMPT"}}
+    answer = {"type": "assistant", "uuid": "answer-32", "parentUuid": "edited-21",
+              "isSidechain": False, "sessionId": recs[0]["sessionId"],
+              "message": {"id": "msg-answer-32", "role": "assistant", "model": "m",
+                          "content": [{"type": "text", "text": "EDITED ANSWER"}]}}
+    lines = [json.dumps(r) for r in recs + [edited, answer]]
+
+    def used(lost: int | None) -> set[int]:
+        out = list(lines)
+        if lost is not None:
+            out[lost - 1] = out[lost - 1][:30]
+        p = tmp_path / f"rewound{lost}.jsonl"
+        p.write_text("\n".join(out) + "\n", encoding="utf-8")
+        rep = ctxlab.load(p).load_report.records.set_index("line")
+        return {int(x) for x in rep.index[rep["status"] == "used"]}
+
+    intact = used(None)
+    assert {31, 32} <= intact and not intact & set(range(21, 31))
+    assert used(20) == intact - {20}

@@ -162,6 +162,12 @@ def test_fixture(tmp_path: Path) -> None:
     assert c["reasoning_tokens"].tolist()[0] == 30
     assert c.loc[2, ["input_total", "output_tokens"]].isna().all()  # total == 0: unknown
     assert c["input_end_pos"].tolist() == [1.0, 4.0, 6.0]
+    # Gemini CLI keeps thoughts out of its history: call 0's are its output, not call 1's input
+    from ctxlab.visibility import call_input
+    assert "**Plan**\n\nread it" not in call_input(t, 1)["content"].tolist()
+    ev = t.events
+    assert ev["origin"].tolist() == ["not_resent"] and f.loc[1, "hidden_by"] == 0
+    assert float(ev["pos"].iloc[0]) < c["input_end_pos"].iloc[1]
     rep = t.load_report.records.set_index("line")
     assert rep.loc[4, "reason"] == "superseded by a later copy of message g1 at line 6"
     assert rep.loc[6, "parts"] == 3
@@ -178,12 +184,13 @@ def test_rewind_and_replace(tmp_path: Path) -> None:
     ]
     t = ctxlab.load(write(tmp_path, recs))
     ev = t.events
-    assert ev["origin"].tolist() == ["rewind", "recorded"]
-    assert ev["trigger"].tolist() == ["rewind", "replace"]
+    assert ev["origin"].tolist() == ["not_resent", "rewind", "recorded"]
+    assert ev["trigger"].tolist() == ["history", "rewind", "replace"]
     f = t.frame.set_index("part")
-    assert f.loc[4, "hidden_by"] == 0            # g2 "Done." rewound
-    assert (f.loc[[0, 1, 2, 3, 5], "hidden_by"] == 1).all()
-    assert f.loc[6, ["content", "event"]].tolist() == ["summary of it all", 1]
+    assert f.loc[1, "hidden_by"] == 0            # g1's thoughts: never sent again
+    assert f.loc[4, "hidden_by"] == 1            # g2 "Done." rewound
+    assert (f.loc[[0, 2, 3, 5], "hidden_by"] == 2).all()
+    assert f.loc[6, ["content", "event"]].tolist() == ["summary of it all", 2]
     assert t.effective()["content"].tolist() == ["summary of it all", "ok"]
     assert t.calls["input_end_pos"].tolist()[-1] == 7.0
     # undoing recorded compactions keeps the user's rewind
@@ -236,3 +243,13 @@ def test_corruption_is_reported_or_raises(cs: list[Any]) -> None:
         assert sorted(t.load_report.records["where"]) == \
             sorted(expected_wheres(data, jsonl=True))
         t.validate()
+
+
+def test_tool_use_prompt_tokens_count_as_input(tmp_path: Path) -> None:
+    recs = fixture_records()
+    k = recs.index(G1_DONE)                     # the copy of g1 that wins
+    g = recs[k] = {**G1_DONE, "tokens": {**G1_DONE["tokens"], "tool": 250,
+                                         "total": G1_DONE["tokens"]["total"] + 250}}
+    c = ctxlab.load(write(tmp_path, recs)).calls
+    assert c["input_total"].iloc[0] == g["tokens"]["input"] + 250
+    assert c["input_tokens"].iloc[0] == g["tokens"]["input"] + 250 - g["tokens"]["cached"]

@@ -191,6 +191,29 @@ def test_fixture(tmp_path: Path) -> None:
     assert sorted(ignored) == ["event:sample_init", "event:score", "event:tool", "reduction"]
 
 
+def test_a_scorer_call_is_a_session_of_its_own(tmp_path: Path) -> None:
+    """A model-graded scorer's call sees none of the conversation: its own session with
+    its input and output, not the first messages of the sample with its usage."""
+    log = fixture_log()
+    grader_in = {"id": "g0", "role": "user", "content": "Grade: It prints 1. Correct?"}
+    grader_out = {"id": "g1", "role": "assistant", "content": "GRADE: C"}
+    events = log["samples"][0]["events"]
+    events.insert(4, _model([grader_in], grader_out, [],
+                            {"input_tokens": 480, "output_tokens": 3, "total_tokens": 483}))
+    t = ctxlab.load(write_json(tmp_path, log))
+    assert t.sessions == ["s1:2", "s1:2/call-4"]
+    main = t.calls[t.calls["session"] == "s1:2"]
+    assert main["input_total"].tolist() == [100, 200] and input_message_counts(t)[:2] == [1, 3]
+    g = t.frame[t.frame["session"] == "s1:2/call-4"]
+    assert g["content"].tolist() == ["Grade: It prints 1. Correct?", "GRADE: C"]
+    assert g["call"].fillna(-1).tolist() == [-1, 0]
+    grader = t.calls[t.calls["session"] == "s1:2/call-4"].iloc[0]
+    assert grader["input_total"] == 480 and grader["input_end_pos"] == g["pos"].iloc[1]
+    rep = t.load_report.records.set_index("where")
+    assert rep.loc["samples[0].events[4]", ["status", "parts"]].tolist() == ["used", 2]
+    assert t.meta["tools_changed"] == {"s1:2": [1]}
+
+
 def test_fixture_eval_zip(tmp_path: Path) -> None:
     log = fixture_log()
     a = ctxlab.load(write_json(tmp_path, log))

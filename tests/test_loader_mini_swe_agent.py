@@ -95,6 +95,11 @@ def test_fixture_v1_calls_observations_and_the_unsent_submission(tmp_path: Path)
     assert f["turn"].tolist() == [0] + [1] * 7
     assert f["tool_name"].iloc[3] == "bash" and f["tool_call_id"].isna().all()
     assert json.loads(f["meta"].iloc[7]) == {"sent": False, "note": NEVER_SENT}
+    # never sent: hidden at once by a history edit, in no request and not in the final context
+    ev = t.events
+    assert ev["origin"].tolist() == ["not_resent"] and f["hidden_by"].iloc[7] == 0
+    assert float(ev["pos"].iloc[0]) == float(f["pos"].iloc[7]) + 0.5
+    assert f["content"].iloc[7] not in t.effective()["content"].tolist()
     assert json.loads(f["meta"].iloc[2])["reasoning_chars"] == len("hidden thoughts")
     c = t.calls
     assert c["input_total"].tolist() == [100, 150, 180]
@@ -144,6 +149,7 @@ def test_real_files_golden_and_call_count(short: str):
     last = t.frame.iloc[-1]
     assert last["kind"] == "tool_result" and json.loads(last["meta"])["sent"] is False
     assert last["content"] == doc["info"]["submission"]
+    assert last["content"] not in t.effective()["content"].tolist()
     assert_accounts(t, [f"messages[{k}]" for k in range(len(doc["messages"]))])
     check_golden(f"mini_swe_agent__{short}", t)
 

@@ -95,11 +95,11 @@ class _Session:
         self.visible_from = 0
         self.pending_event: int | None = None
         self.models: list[str] = []
-        self.bridged: dict[int, int] = {}
+        self.bridged: dict[str, int] = {}   # "file:line" -> line the chain went on from
 
     def build(self, nodes: list[Record], *, flat: bool = False) -> None:
         chain, superseded = select_chain(nodes, flat=flat, unread=self.f.unread)
-        self.bridged = chain.bridged
+        self.bridged = {f"{self.f.path.name}:{line}": prev for line, prev in chain.bridged.items()}
         for line, obj in nodes:
             kind = str(obj.get("type"))
             if line in superseded:
@@ -389,9 +389,9 @@ def load(path: Path, options: LoadOptions) -> Transcript:
         if many in meta:
             meta[one] = meta[many][-1] if one == "version" else meta[many][0]
     meta["models"] = list(dict.fromkeys(m for s in sessions for m in s.models))
-    bridged = {line: prev for s in sessions for line, prev in s.bridged.items()}
+    bridged = {key: prev for s in sessions for key, prev in s.bridged.items()}
     if bridged:    # the conversation went on past a lost line, from the record before it
-        meta["chain_bridged"] = {str(k): v for k, v in sorted(bridged.items())}
+        meta["chain_bridged"] = dict(sorted(bridged.items()))
     builders = [s.b for s in sessions]
     if titles:
         meta["titles"] = titles

@@ -118,7 +118,7 @@ class Chain:
             its parallel tool calls.
         bridged: line -> line the chain continued from, where the record's parent is not
             in the file and a line before it could not be read (the lost parent): the
-            conversation record just before it.
+            conversation record or compaction boundary just before that line.
     """
 
     records: list[Record] = field(default_factory=list)
@@ -151,8 +151,10 @@ def select_chain(nodes: list[Record], *, flat: bool = False,
         flat: take every record in file order (a compaction summarizer's file, whose
             records hang off the main session's uuids, not off each other).
         unread: lines of the file that could not be read: a record whose parent is
-            missing after one of them continues from the conversation record before it
-            (`Chain.bridged`) instead of ending the conversation there.
+            missing continues, instead of ending the conversation there, from the last
+            conversation record or compaction boundary before the latest unread line
+            before it (the lost parent's place: `Chain.bridged`). Records between that
+            line and the record (another branch, e.g. one a rewind abandoned) stay off.
 
     Returns:
         The chain and the superseded duplicates (line -> replacing line).
@@ -167,6 +169,10 @@ def select_chain(nodes: list[Record], *, flat: bool = False,
             chain.lines = {ln for ln, _ in chain.records}
         return chain, superseded
     by_line = {ln: obj for ln, obj in nodes}
+    # where a chain broken by a lost line may go on: messages and compaction boundaries
+    anchors = [ln for ln, obj in nodes if ln not in superseded and (
+        obj.get("type") in CONVERSATION or (obj.get("type") == "system"
+                                            and obj.get("subtype") == "compact_boundary"))]
     line, seen = conv_lines[-1], set()
     while line is not None and line not in seen:
         seen.add(line)
@@ -183,9 +189,10 @@ def select_chain(nodes: list[Record], *, flat: bool = False,
                     nxt = (conv_lines[i - 1], by_line[conv_lines[i - 1]])
                     chain.fallbacks[line] = nxt[0]
         elif nxt is None and isinstance(parent, str) and unread and unread[0] < line:
-            i = bisect.bisect_left(conv_lines, line)   # the parent was on a lost line
+            lost = unread[bisect.bisect_left(unread, line) - 1]   # the parent's line
+            i = bisect.bisect_left(anchors, lost)
             if i > 0:
-                nxt = (conv_lines[i - 1], by_line[conv_lines[i - 1]])
+                nxt = (anchors[i - 1], by_line[anchors[i - 1]])
                 chain.bridged[line] = nxt[0]
         line = nxt[0] if nxt is not None else None
     lines = set(seen)

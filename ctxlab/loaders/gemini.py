@@ -15,11 +15,14 @@ Two generations, one mapping:
 
 Messages: ``user`` -> a real user message (``content`` is what the model saw;
 ``displayContent`` is kept in meta) unless it is the CLI's own ``System: Please
-continue.``; ``gemini`` -> one LLM call: thinking parts (``**subject**`` + description;
-the file does not say whether later requests carry them, so they stay visible), the
-text, tool_call parts; then the results follow as a user message of ``tool_result``
-parts (the model saw ``functionResponse``; content = its ``response`` as JSON).
-``tokens`` gives the call's usage: ``input`` -> input_total (``cached`` is a subset),
+continue.``; ``gemini`` -> one LLM call: thinking parts (``**subject**`` + description),
+the text, tool_call parts; then the results follow as a user message of ``tool_result``
+parts (the model saw ``functionResponse``; content = its ``response`` as JSON). Gemini
+CLI keeps thoughts out of the history it sends back (its chat adds only the parts that
+are not ``thought``): an event with origin ``not_resent`` hides a message's thinking
+parts after its call, so they are that call's output and no later call's input.
+``tokens`` gives the call's usage: ``input`` (+ ``tool``, the tool-use prompt tokens
+Gemini counts apart) -> input_total (``cached`` is a subset),
 ``output``, ``thoughts`` -> reasoning_tokens; ``total == 0`` means unknown (NA).
 ``info``/``error``/``warning`` messages are terminal UI and are reported as ignored.
 The system prompt, GEMINI.md memory and tool declarations are not recorded.
@@ -57,6 +60,9 @@ def _usage(tokens: Any) -> dict[str, Any]:
     if not isinstance(tokens, Mapping) or not safe.count(tokens.get("total")):
         return {}
     inp, cached = safe.count(tokens.get("input")), safe.count(tokens.get("cached"))
+    # toolUsePromptTokenCount: prompt tokens of tool use, counted apart from ``input``
+    tool = safe.count(tokens.get("tool")) or 0
+    inp = inp + tool if inp is not None else None
     return {"input_total": inp, "cache_read": cached,
             "input_tokens": inp - (cached or 0) if inp is not None else None,
             "output_tokens": safe.count(tokens.get("output")),
@@ -185,6 +191,21 @@ class _Chat:
                 self.b.message("user")
                 pids += [self.add(s, ts=ts, source=source, event=event)
                          for s in plan["results"]]
+            made = len(pids)
+            thoughts = {pid for pid, s in zip(pids, plan["specs"]) if s["kind"] == "thinking"}
+            if thoughts and event is None:
+                # after this message's parts, before anything later (the next call's input
+                # ends at the next part's position)
+                last = max(self.b.positions()[p] for p in pids)
+                eid = self.b.event(origin="not_resent", trigger="history", pre_tokens=None,
+                                   pos=(last + self.b.next_pos) / 2,
+                                   source=source, reason="Gemini CLI sends thoughts back in no "
+                                   "later request (its history keeps the parts that are not "
+                                   "thought)", meta={"id": plan["meta"].get("id")})
+                self.b.hide(sorted(thoughts), eid)
+                pids = [p for p in pids if p not in thoughts]   # already out of the history
+            self.msg_parts.setdefault(plan["id"], []).extend(pids)
+            return made
         self.msg_parts.setdefault(plan["id"], []).extend(pids)
         return len(pids)
 

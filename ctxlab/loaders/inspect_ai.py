@@ -11,8 +11,12 @@ Each ``model`` event is one call. Its input is the exact message list ``event.in
 the loader matches those message ids to ``sample.messages`` and sets ``input_end_pos`` to
 the start of the first message the call did not see; the call's output message (matched
 by id) carries ``call=k`` and its first part's meta holds ``input_messages`` (the length of
-``event.input``). A model event whose output is not in the conversation (a scorer's or
-sub-agent's call) is still a call, with no output parts.
+``event.input``). A model event whose output is not in the conversation but whose input is
+is still a call of the sample's session, with no output parts. A model event that sees none
+of the conversation's messages (a model-graded scorer's or a sub-agent's call: the messages
+have ids and none of its input's matches) is a session of its own, ``<sample>/call-<j>``
+(``j`` its event index): its input messages, its tools, then its output, so its usage is
+paired with what it was sent.
 
 Usage: Inspect's ``input_tokens`` follows the provider. For OpenAI it is
 ``prompt_tokens``, which INCLUDES cached tokens (checked on the real log: per call
@@ -95,6 +99,12 @@ def tool_schema(tool: Mapping[str, Any]) -> dict[str, Any]:
             "parameters": fn.get("parameters")}
 
 
+def _output_id(ev: Mapping[str, Any]) -> Any:
+    """The id of a model event's output message (None when it has none)."""
+    choices = (ev.get("output") or {}).get("choices") or []
+    return choices[0].get("message", {}).get("id") if choices else None
+
+
 def _blocks(content: Any) -> list[Mapping[str, Any]]:
     if isinstance(content, str):
         return [{"type": "text", "text": content}] if content else []
@@ -113,6 +123,7 @@ class _Sample:
         self.b = SessionBuilder(sid, log)
         self.tools: dict[str, tuple[str, str | None]] = {}
         self.tools_changed: list[int] = []
+        self.apart: list[SessionBuilder] = []     # calls that saw none of the conversation
 
     def where(self, what: str) -> str:
         return f"{self.prefix}.{what}" if not self.prefix.endswith(".json") else \
@@ -132,13 +143,19 @@ class _Sample:
             raise TypeError("sample.messages and sample.events must be lists")
         ids = [m.get("id") if isinstance(m, Mapping) else None for m in messages]
         index = {m_id: i for i, m_id in enumerate(ids) if m_id is not None}
-        models = self.model_events(events)
+        every = self.model_events(events)
+        models, apart = [], []
+        for j, ev in every:
+            in_ids = [m.get("id") for m in ev.get("input") or [] if isinstance(m, Mapping)]
+            known = [i for i in in_ids if i is not None]
+            out_id = _output_id(ev)
+            (apart if index and known and not any(i in index for i in known)
+             and out_id not in index else models).append((j, ev))
         # which message each call produced, and how many messages it saw
         out_of: dict[int, int] = {}
         seen: list[int] = []
         for k, (_, ev) in enumerate(models):
-            choices = (ev.get("output") or {}).get("choices") or []
-            out_id = choices[0].get("message", {}).get("id") if choices else None
+            out_id = _output_id(ev)
             if out_id in index and index[out_id] not in out_of:
                 out_of[index[out_id]] = k
             in_ids = [m.get("id") for m in ev.get("input") or [] if isinstance(m, Mapping)]
@@ -180,10 +197,13 @@ class _Sample:
                    source=log.location(where=self.where(f"events[{j}]")),
                    **usage_fields(out.get("usage")))
         first_model = models[0][0] if models else None
+        made = {j: self.call_apart(j, ev) for j, ev in apart}
         for j, ev in enumerate(events):
             w = self.where(f"events[{j}]")
             kind = ev.get("event") if isinstance(ev, Mapping) else None
-            if kind == "model" and any(j == mj for mj, _ in models):
+            if kind == "model" and j in made:
+                log.used("event:model", where=w, parts=made[j])
+            elif kind == "model" and any(j == mj for mj, _ in models):
                 log.used("event:model", where=w, parts=n_schema if j == first_model else 0)
             elif kind == "model" or not isinstance(kind, str):
                 log.skipped(f"event:{kind}", "model event without input/output" if kind
@@ -191,6 +211,34 @@ class _Sample:
             else:
                 log.ignored(f"event:{kind}", EVENT_REASONS.get(kind, "not model input"), where=w)
         return b
+
+    def call_apart(self, j: int, ev: Mapping[str, Any]) -> int:
+        """A call that saw none of the conversation, as a session of its own: its tools, its
+        input messages, then its output; returns the parts made."""
+        main = self.b
+        self.b = b = SessionBuilder(f"{main.session}/call-{j}", self.log)
+        try:
+            tools = ev.get("tools") or []
+            if tools:
+                b.message("system")
+            for tool in tools:
+                b.part("tool_schema", to_json(tool_schema(tool)),
+                       tool_name=tool_schema(tool)["name"],
+                       source=self.log.location(where=self.where(f"events[{j}].tools")))
+            for i, m in enumerate(ev.get("input") or []):
+                self.message(m, None, self.where(f"events[{j}].input[{i}]"), None)
+            out = ev.get("output") or {}
+            b.call(model=out.get("model") or ev.get("model"), ts=timestamp(ev.get("timestamp")),
+                   source=self.log.location(where=self.where(f"events[{j}]")),
+                   **usage_fields(out.get("usage")))
+            choices = out.get("choices") or []
+            if choices and isinstance(choices[0].get("message"), Mapping):
+                self.message(choices[0]["message"], 0, self.where(f"events[{j}].output"),
+                             None)
+        finally:
+            self.b = main
+        self.apart.append(b)
+        return b.n_parts
 
     def message(self, m: Mapping[str, Any], call: int | None, where: str,
                 extra: Mapping[str, Any] | None) -> int:
@@ -315,6 +363,7 @@ def load(path: Path, options: LoadOptions) -> Transcript:
             continue
         log.used("sample", where=prefix, parts=0)
         builders.append(b)
+        builders += s.apart
         if s.tools_changed:
             tools_changed[b.session] = s.tools_changed
     ev = header.get("eval") if isinstance(header.get("eval"), Mapping) else {}

@@ -23,7 +23,10 @@ the task (user), then assistant steps and the environment's replies.
   submission (1) or an ``exit`` message (1.1). Decision: a *user/tool* message there
   stays a part (it is the last step's output, and the conversation is incomplete
   without it) with meta ``{"sent": false, "note": "never sent to the model (after the
-  last call)"}``; calls never include it, since no call follows. A 1.1 ``role:"exit"``
+  last call)"}``, hidden right after it by an event with origin ``not_resent`` (a history
+  edit, not a compaction): no call includes it, and neither does the final context
+  (``Transcript.effective``), which it would otherwise dominate (the submission is often
+  a large diff). A 1.1 ``role:"exit"``
   message is not a chat message at all: reported as ignored.
 * ``info`` (exit_status, model_stats, config with the templates, mini_version, model
   name) goes to ``Transcript.meta``; the submission by size only (it is also the last
@@ -129,11 +132,18 @@ def load(path: Path, options: LoadOptions) -> Transcript:
                         "(exit_status/submission are in meta)", where=rec.where)
             continue
         after = last_call is not None and k > last_call
+        first = b.n_parts
         msg = emit_record(b, log, rec, role,
                           lambda v: parse(v, task_seen=task_seen, after_last_call=after,
                                           tools=tools, model=model), tools)
         if msg is not None and role == "user":
             task_seen = True
+        if after and b.n_parts > first:
+            last = b.positions()[-1]
+            eid = b.event(origin="not_resent", trigger="history", pre_tokens=None,
+                          reason=NEVER_SENT, source=rec.source,
+                          pos=(last + b.next_pos) / 2, meta={"message": rec.where})
+            b.hide(range(first, b.n_parts), eid)
     if "info" in doc:
         log.used("info", where="info")
     submission = info.get("submission")
