@@ -24,7 +24,7 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.placement import Placement
-from ctxlab.schema import EVENT_COLUMNS, PART_COLUMNS, Transcript, coerce
+from ctxlab.schema import EVENT_COLUMNS, HISTORY_EDITS, PART_COLUMNS, Transcript, coerce
 from ctxlab.stages.base import Edit, NewPart
 from ctxlab.stages.table import Table, concat, concat_all, from_columns
 from ctxlab.visibility import part_spans
@@ -290,14 +290,17 @@ def apply_edit(t: Transcript, edit: Edit, *, session: str, end_pos: float,
 
 
 def rewind(t: Transcript, event: int | None = None, *, session: str | None = None) -> Transcript:
-    """Undo an event and every later one of its session (no event: every event).
+    """Undo an event and every later one of its session (no event: every compaction).
 
     Parts the undone events inserted are removed; parts they hid are visible again.
-    The result equals the transcript as it was before the event, frame for frame.
+    The result equals the transcript as it was before the event, frame for frame. With
+    no event, every event but the log's own history edits (`HISTORY_EDITS`: a user's
+    rewind, parts the client never sends again) is undone: the log without compaction.
 
     Args:
         t: the transcript.
-        event: the event id; None undoes all events of ``session`` (or of every session).
+        event: the event id; None undoes all compactions of ``session`` (or of every
+            session).
         session: which session (required when several sessions hold that event id).
     """
     ev = t.events
@@ -312,7 +315,8 @@ def rewind(t: Transcript, event: int | None = None, *, session: str | None = Non
         scope = ev["session"] == owners[0]
     else:
         scope = pd.Series(True, index=ev.index)
-    undo = scope & ((ev["event"] >= event) if event is not None else True)
+    undo = scope & ((ev["event"] >= event) if event is not None
+                    else ~ev["origin"].isin(sorted(HISTORY_EDITS)))
     if event is not None and not (scope & (ev["event"] == event)).any():
         raise ConfigError(f"no event {event} in session {session!r}")
     keys = set(zip(ev.loc[undo, "session"], ev.loc[undo, "event"].astype("int64")))

@@ -26,11 +26,9 @@ import pandas as pd
 from ctxlab.artifacts import (ARTIFACT_KINDS, artifact_ids, artifact_kinds,  # noqa: F401
                               artifact_values, artifacts, artifacts_cached, instruction_rows)
 from ctxlab.errors import ConfigError
-from ctxlab.schema import Transcript
+from ctxlab.schema import HISTORY_EDITS, Transcript  # noqa: F401 (HISTORY_EDITS re-exported)
 from ctxlab.visibility import part_spans
 
-HISTORY_EDITS = frozenset({"rewind", "system_prompt", "not_resent"})
-"""Event origins that edit the recorded history itself: never counted as compaction."""
 
 def part_artifacts(t: Transcript) -> pd.DataFrame:
     """`artifacts` of every part of a transcript: ``row`` is the row position in ``t.frame``.

@@ -88,6 +88,11 @@ CALL_COLUMNS: tuple[Column, ...] = (
     Column(name="source", dtype="string", required=False, doc="where in the input it was read"),
 )
 
+HISTORY_EDITS = frozenset({"rewind", "system_prompt", "not_resent"})
+"""Event origins a loader records that edit the history the agent sends (a user's rewind,
+a swapped system prompt, parts the client sends in no later request): part of the log,
+never counted as compaction, kept by `Transcript.rewind` with no event."""
+
 EVENT_COLUMNS: tuple[Column, ...] = (
     Column(name="session", dtype="string", required=True, doc="session id"),
     Column(name="event", dtype="Int64", required=True, doc="event id within the session"),

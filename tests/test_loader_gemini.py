@@ -253,3 +253,23 @@ def test_tool_use_prompt_tokens_count_as_input(tmp_path: Path) -> None:
     c = ctxlab.load(write(tmp_path, recs)).calls
     assert c["input_total"].iloc[0] == g["tokens"]["input"] + 250
     assert c["input_tokens"].iloc[0] == g["tokens"]["input"] + 250 - g["tokens"]["cached"]
+
+
+def test_thoughts_in_a_rewritten_history_are_never_input(tmp_path: Path) -> None:
+    """$set.messages re-inserts messages with their thoughts: those are hidden at once,
+    as the CLI never sends thoughts back, so no later call sees them."""
+    from ctxlab.visibility import call_input
+
+    g9 = {"id": "g9", "type": "gemini", "content": "ok", "tokens": _tokens(50, 1)}
+    recs = fixture_records()[:7] + [
+        {"$set": {"messages": [fixture_records()[2], G1_DONE]}},
+        {"id": "u9", "type": "user", "content": "again"}, g9]
+    t = ctxlab.load(write(tmp_path, recs))
+    last = call_input(t, int(t.calls["call"].max()))
+    assert "thinking" not in last["kind"].tolist()
+    assert "thinking" not in t.effective()["kind"].tolist()
+    assert (t.frame["kind"] == "thinking").sum() == 2          # both kept, both hidden
+    # undoing every compaction keeps the log's own history edits
+    back = t.rewind()
+    assert "thinking" not in back.effective()["kind"].tolist()
+    assert set(back.events["origin"]) == {"not_resent"}

@@ -214,6 +214,20 @@ def test_a_scorer_call_is_a_session_of_its_own(tmp_path: Path) -> None:
     assert t.meta["tools_changed"] == {"s1:2": [1]}
 
 
+def test_a_bad_message_of_a_scorer_call_does_not_drop_the_sample(tmp_path: Path) -> None:
+    log = fixture_log()
+    events = log["samples"][0]["events"]
+    events.insert(4, _model([{"id": "g0", "content": "no role"}],
+                            {"id": "g1", "role": "assistant", "content": "GRADE: C"}, [],
+                            {"input_tokens": 480, "output_tokens": 3, "total_tokens": 483}))
+    t = ctxlab.load(write_json(tmp_path, log))
+    assert t.sessions == ["s1:2", "s1:2/call-4"]
+    assert t.calls.loc[t.calls["session"] == "s1:2", "input_total"].tolist() == [100, 200]
+    rep = t.load_report.records.set_index("where")
+    assert rep.loc["samples[0].events[4].input[0]", "status"] == "skipped"
+    assert rep.loc["samples[0]", "status"] == "used"
+
+
 def test_fixture_eval_zip(tmp_path: Path) -> None:
     log = fixture_log()
     a = ctxlab.load(write_json(tmp_path, log))

@@ -193,12 +193,15 @@ class _Chat:
                          for s in plan["results"]]
             made = len(pids)
             thoughts = {pid for pid, s in zip(pids, plan["specs"]) if s["kind"] == "thinking"}
-            if thoughts and event is None:
-                # after this message's parts, before anything later (the next call's input
-                # ends at the next part's position)
-                last = max(self.b.positions()[p] for p in pids)
+            if thoughts:
+                # a call's own: after this message's parts, before anything later (the next
+                # call's input ends at the next part's position); in a history that
+                # $set.messages wrote: at once, seen by no call
+                pos = self.b.positions()
+                at = (max(pos[p] for p in pids) + self.b.next_pos) / 2 if event is None \
+                    else min(pos[p] for p in thoughts)
                 eid = self.b.event(origin="not_resent", trigger="history", pre_tokens=None,
-                                   pos=(last + self.b.next_pos) / 2,
+                                   pos=at,
                                    source=source, reason="Gemini CLI sends thoughts back in no "
                                    "later request (its history keeps the parts that are not "
                                    "thought)", meta={"id": plan["meta"].get("id")})

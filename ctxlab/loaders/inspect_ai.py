@@ -226,19 +226,27 @@ class _Sample:
                        tool_name=tool_schema(tool)["name"],
                        source=self.log.location(where=self.where(f"events[{j}].tools")))
             for i, m in enumerate(ev.get("input") or []):
-                self.message(m, None, self.where(f"events[{j}].input[{i}]"), None)
+                self.guarded(m, None, self.where(f"events[{j}].input[{i}]"))
             out = ev.get("output") or {}
             b.call(model=out.get("model") or ev.get("model"), ts=timestamp(ev.get("timestamp")),
                    source=self.log.location(where=self.where(f"events[{j}]")),
                    **usage_fields(out.get("usage")))
             choices = out.get("choices") or []
             if choices and isinstance(choices[0].get("message"), Mapping):
-                self.message(choices[0]["message"], 0, self.where(f"events[{j}].output"),
-                             None)
+                self.guarded(choices[0]["message"], 0, self.where(f"events[{j}].output"))
         finally:
             self.b = main
         self.apart.append(b)
         return b.n_parts
+
+    def guarded(self, m: Any, call: int | None, where: str) -> None:
+        """`message` for a message of a call apart: one of an unexpected shape is skipped
+        (reported), not the sample."""
+        try:
+            self.message(resolve(m, self.att), call, where, None)
+        except SHAPE_ERRORS as e:
+            self.log.skipped("message", f"unexpected shape: {type(e).__name__}: {e}",
+                             where=where)
 
     def message(self, m: Mapping[str, Any], call: int | None, where: str,
                 extra: Mapping[str, Any] | None) -> int:
