@@ -245,22 +245,22 @@ def test_sniff(tmp_path: Path) -> None:
 def _lost_token_count_lines(lose: int | None) -> list[str]:
     """Three calls in cli 0.60.1 order (each token_count twice: before the call's outputs
     and after its tool's output); ``lose``: a line (1-based) cut short."""
+    def shell_call(cid: str, usage: tuple[int, int, int, int]) -> list[str]:
+        """token_count, the call, its output, the token_count's second copy."""
+        count = _line("event_msg", _usage(*usage))
+        return [count,
+                _line("response_item", {"type": "function_call", "name": "shell",
+                                        "call_id": cid, "arguments": "{}"}),
+                _line("response_item", {"type": "function_call_output", "call_id": cid,
+                                        "output": "ok"}),
+                count]
+
     lines = [
         _line("session_meta", {"id": "s3", "base_instructions": {"text": "Codex."}}),     # 1
         _line("turn_context", {"cwd": "/w", "model": "gpt-5.1-codex"}),                 # 2
         _line("response_item", _msg("user", "go")),                                     # 3
-        _line("event_msg", _usage(1100, 1000, 0, 100)),                                 # 4
-        _line("response_item", {"type": "function_call", "name": "shell", "call_id": "c1",
-                                "arguments": "{}"}),                                    # 5
-        _line("response_item", {"type": "function_call_output", "call_id": "c1",
-                                "output": "ok"}),                                       # 6
-        _line("event_msg", _usage(1100, 1000, 0, 100)),                                 # 7
-        _line("event_msg", _usage(2400, 1250, 0, 50)),                                  # 8
-        _line("response_item", {"type": "function_call", "name": "shell", "call_id": "c2",
-                                "arguments": "{}"}),                                    # 9
-        _line("response_item", {"type": "function_call_output", "call_id": "c2",
-                                "output": "ok"}),                                       # 10
-        _line("event_msg", _usage(2400, 1250, 0, 50)),                                  # 11
+        *shell_call("c1", (1100, 1000, 0, 100)),                                        # 4-7
+        *shell_call("c2", (2400, 1250, 0, 50)),                                         # 8-11
         _line("event_msg", _usage(3100, 650, 0, 50)),                                   # 12
         _line("response_item", _msg("assistant", "done")),                              # 13
     ]
