@@ -141,9 +141,10 @@ class Truncate(Stage):
         # the fraction is of the messages before it
         remove = removal_count(limit, self.fraction, self.keep_first)
         if remove == 0:
-            return Edit(stage=self.name, reason=f"{limit} conversation messages before the "
-                        f"current prompt: nothing to remove (needs more than {MIN_MESSAGES} and "
-                        f"at least 2 after the first {self.keep_first})")
+            where = " before the current prompt" if limit < n else ""
+            return Edit(stage=self.name, reason=f"{limit} conversation messages{where}: nothing "
+                        f"to remove (needs more than {MIN_MESSAGES} and at least 2 after the "
+                        f"first {self.keep_first})")
         spans = _pair_spans(m.of_row, labels(p, "kind")[conv],
                             pd.factorize(strings(p, "tool_call_id"))[0][conv])
         start, end = self.keep_first, min(self.keep_first + remove, limit)
