@@ -10,7 +10,7 @@ as soon as the request is under the target.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +53,8 @@ class StageRun:
     stage hid and inserted; None when it made no event. ``failure`` is the kind of
     backend failure that kept the stage from working (see `ctxlab.stages.base.Edit`).
     ``summarizer_*`` sum the summarizer calls the stage made (tokens read and written,
-    backend time).
+    backend time). ``warning`` is what a stage that made an edit says is still wrong
+    (``Edit.details["warning"]``: `trim_history` could not hold its budget).
     """
 
     stage: str
@@ -71,6 +72,7 @@ class StageRun:
     summarizer_input_tokens: int = 0
     summarizer_output_tokens: int = 0
     summarizer_ms: float = 0.0
+    warning: str | None = None
     removed: Table | None = field(default=None, repr=False, compare=False)
     added: Table | None = field(default=None, repr=False, compare=False)
 
@@ -200,9 +202,14 @@ def run_on(history: SessionHistory, view: View, stages: Sequence[Stage], *, end_
                              summarizer_calls=len(edit.summarizer_calls),
                              **summarizer_totals(edit),
                              ms=1000 * (time.perf_counter() - t0), reason=edit.reason,
-                             removed=removed, added=added))
+                             warning=_warning(edit), removed=removed, added=added))
         grammar = g_after
     return view, runs
+
+
+def _warning(edit: Edit) -> str | None:
+    warning = edit.details.get("warning") if isinstance(edit.details, Mapping) else None
+    return str(warning) if warning else None
 
 
 def summarizer_totals(edit: Edit | None) -> dict[str, Any]:

@@ -237,7 +237,8 @@ def request_note(runs: Sequence[StageRun], *, triggered: bool, within_target: bo
         return ""
     if forced_final:
         return "over the limit: the guard forces a final turn instead of compacting"
-    tried = [f"{r.stage}: {r.reason}" for r in runs if r.event is None]
+    tried = [f"{r.stage}: {r.reason}" if r.event is None else f"{r.stage}: {r.warning}"
+             for r in runs if r.event is None or r.warning]
     if not runs:
         return "over target and the pipeline has no stage to run"
     return "stages exhausted, still over target" + (f" ({'; '.join(tried)})" if tried else "")

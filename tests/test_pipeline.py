@@ -221,6 +221,25 @@ def test_a_request_the_enforced_budget_cannot_hold_is_not_within_target():
     assert not r.within_target and "trim_history: still" in r.note
     last = ctxlab.replay(t, "copilot-fixed", window=1_048_576).calls.iloc[-1]
     assert not last["within_target"] and "trim_history: still" in last["note"]
+    # with two old turns it drops one and is still over: its warning is in the note too
+    b2 = SessionBuilder("s", log := RecordLog("y.jsonl"))
+    b2.message("system")
+    b2.part("text", "you are helpful")
+    for i in range(2):
+        b2.message("user", real_user=True)
+        b2.part("text", "u" * 240_000)
+        b2.message("assistant")
+        b2.part("text", "ok", call=b2.n_calls)
+        b2.call(call_id=f"c{i}")
+    b2.message("user", real_user=True)
+    b2.part("text", "q" * 400_000)
+    b2.call(call_id="last")
+    for i in range(3):
+        log.used("line", line=i + 1, parts=1)
+    r2 = compact(assemble([b2], log, meta={"format": "test"}), "copilot-fixed",
+                 window=1_048_576, estimator="chars:4")
+    assert r2.stages_used == ("trim_history",) and not r2.within_target
+    assert "trim_history: the request is still" in r2.note and "oldest" not in r2.note
 
 
 def test_enforced_stages_run_after_the_triggered_ones_on_every_request(coding):
