@@ -220,6 +220,13 @@ def forced_final(p: Pipeline, total: int, limit: int, tools: Callable[[], int],
     return not (total - tools() <= limit and one_turn())
 
 
+def within_target(p: Pipeline, tokens: int, target: int, limit: int, triggered: bool) -> bool:
+    """A request's verdict after compaction: at or under the target when the trigger fired;
+    when it did not, at or under the limit if stages are enforced on every request (their
+    budget), else True."""
+    return tokens <= target if triggered else not p.enforce or tokens <= limit
+
+
 def _ratio(x: Any) -> bool:
     """A number in (0, 10] (not a bool, not a text)."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x <= 10
@@ -404,7 +411,7 @@ def compact_view(history: SessionHistory, view: View, p: Pipeline, *, end_pos: f
         stages_used=tuple(run.stage for run in runs if run.event is not None),
         tokens_before=before, tokens_after=after, limit_tokens=limit, target_tokens=target,
         window_tokens=view.window_tokens,
-        within_target=after <= target if triggered else not p.enforce or after <= limit,
+        within_target=within_target(p, after, target, limit, triggered),
         over_window=after > view.window_tokens,
         forced_final=forced_final(p, after, limit, lambda: checked_tokens(view, ("tools",)),
                                   one_turn),

@@ -30,7 +30,7 @@ from ctxlab.history import SessionHistory
 from ctxlab.layers import assign_layers, layer_categories, user_texts
 from ctxlab.pipeline import (Pipeline, call_models, compact_view, forced_final,
                              pipeline_estimator, request_note, resolve_pipeline,
-                             session_provider, trigger_scope)
+                             session_provider, trigger_scope, within_target)
 from ctxlab.replay_state import (Anchor, Sums, after_values, apply_to_sums, call_row,
                                  empty_ledger, event_row, events_frame, ledger_rows,
                                  window_of)
@@ -373,8 +373,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
         if quiet is not None and not woken and not rows_seen.left and not (fire and p.stages) \
                 and quiet[0] == (win, limit, row["target_tokens"]):
             # the always-stages would do nothing again and no other stage runs
-            within = total <= row["target_tokens"] if fire else \
-                not p.enforce or total <= limit
+            within = within_target(p, total, row["target_tokens"], limit, fire)
             row.update({"triggered": fire, "within_target": within,
                         "note": request_note(quiet[1], triggered=fire, within_target=within,
                                              over_window=total > win,
@@ -409,8 +408,8 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
             row.update(after_values(after, after_total, limit))
             row.update({"triggered": r.triggered, "compacted": bool(made),
                         "stages_used": ",".join(r.stages_used),
-                        "within_target": after_total <= r.target_tokens if r.triggered
-                        else not p.enforce or after_total <= limit,
+                        "within_target": within_target(p, after_total, r.target_tokens,
+                                                       limit, r.triggered),
                         "over_window": after_total > win,
                         "forced_final": forced_final(p, after_total, limit,
                                                      lambda: after["tools"], one_turn),
