@@ -184,6 +184,20 @@ class SessionBuilder:
     def n_calls(self) -> int:
         return len(self._calls["call"])
 
+    def not_resent(self, part_ids: Iterable[int], reason: str, *, source: str | None = None,
+                   meta: Mapping[str, Any] | None = None, at_once: bool = False) -> int:
+        """Hide parts the client sends in no later request (a history edit, origin
+        ``not_resent``): right after the last part so far (the output of the call that
+        made them), or, ``at_once``, where the first of them is (seen by no call).
+        Returns the event id."""
+        ids = sorted(part_ids)
+        pos = self._parts["pos"]
+        at = pos[ids[0]] if at_once else (pos[-1] + self.next_pos) / 2
+        eid = self.event(origin="not_resent", trigger="history", pre_tokens=None, pos=at,
+                         source=source, reason=reason, meta=meta)
+        self.hide(ids, eid)
+        return eid
+
     def positions(self) -> list[float]:
         """The positions of the parts so far."""
         return list(self._parts["pos"])

@@ -194,18 +194,12 @@ class _Chat:
             made = len(pids)
             thoughts = {pid for pid, s in zip(pids, plan["specs"]) if s["kind"] == "thinking"}
             if thoughts:
-                # a call's own: after this message's parts, before anything later (the next
-                # call's input ends at the next part's position); in a history that
-                # $set.messages wrote: at once, seen by no call
-                pos = self.b.positions()
-                at = (max(pos[p] for p in pids) + self.b.next_pos) / 2 if event is None \
-                    else min(pos[p] for p in thoughts)
-                eid = self.b.event(origin="not_resent", trigger="history", pre_tokens=None,
-                                   pos=at,
-                                   source=source, reason="Gemini CLI sends thoughts back in no "
-                                   "later request (its history keeps the parts that are not "
-                                   "thought)", meta={"id": plan["meta"].get("id")})
-                self.b.hide(sorted(thoughts), eid)
+                # a call's own: output of that call only; in a history that $set.messages
+                # wrote: seen by no call
+                self.b.not_resent(thoughts, "Gemini CLI sends thoughts back in no later "
+                                  "request (its history keeps the parts that are not thought)",
+                                  source=source, meta={"id": plan["meta"].get("id")},
+                                  at_once=event is not None)
                 pids = [p for p in pids if p not in thoughts]   # already out of the history
             self.msg_parts.setdefault(plan["id"], []).extend(pids)
             return made

@@ -139,11 +139,8 @@ def load(path: Path, options: LoadOptions) -> Transcript:
         if msg is not None and role == "user":
             task_seen = True
         if after and b.n_parts > first:
-            last = b.positions()[-1]
-            eid = b.event(origin="not_resent", trigger="history", pre_tokens=None,
-                          reason=NEVER_SENT, source=rec.source,
-                          pos=(last + b.next_pos) / 2, meta={"message": rec.where})
-            b.hide(range(first, b.n_parts), eid)
+            b.not_resent(range(first, b.n_parts), NEVER_SENT, source=rec.source,
+                         meta={"message": rec.where})
     if "info" in doc:
         log.used("info", where="info")
     submission = info.get("submission")

@@ -46,10 +46,18 @@ def truncation_notice(kept_chars: int, total_chars: int) -> str:
 
 
 def history_turn_tokens(view: View) -> pd.Series:
-    """Tokens of each history turn of a view, in order: parts plus message framing.
+    """Tokens of each history turn of a view, in order: parts plus message framing
+    (remembered with the view: `carry_forward`'s ``min_room`` and `TrimHistory` ask in turn).
 
     A message counts its framing with its turn when all its parts are in the history.
     """
+    got = view._memo.get("history_turn_tokens")
+    if got is None:
+        got = view._memo["history_turn_tokens"] = _turn_tokens(view)
+    return got
+
+
+def _turn_tokens(view: View) -> pd.Series:
     p = view
     hist = labels(p, "layer") == "history"
     msg = ints(p, "msg")
