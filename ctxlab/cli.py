@@ -59,13 +59,18 @@ def _table(df: pd.DataFrame) -> str:
 
 def _report_lines(t: Transcript | Corpus) -> list[str]:
     rep = t.load_report
-    lines = [f"load report: {rep}"]
-    sk = rep.skipped
+    return [f"load report: {rep}", *skipped_lines(rep.skipped, "see Transcript.load_report")]
+
+
+def skipped_lines(sk: pd.DataFrame, more: str) -> list[str]:
+    """One line per skipped record (`LoadReport.skipped`: file:line and why), the first
+    `MAX_SKIPPED_SHOWN`, then how many more (``more``: where to see them)."""
+    lines = []
     for r in sk.head(MAX_SKIPPED_SHOWN).itertuples():
         loc = f"{r.file}:{r.line}" if not pd.isna(r.line) else f"{r.file} ({r.where})"
         lines.append(f"  skipped {loc}: {r.reason}")
     if len(sk) > MAX_SKIPPED_SHOWN:
-        lines.append(f"  ... and {len(sk) - MAX_SKIPPED_SHOWN} more (see Transcript.load_report)")
+        lines.append(f"  ... and {len(sk) - MAX_SKIPPED_SHOWN} more ({more})")
     return lines
 
 

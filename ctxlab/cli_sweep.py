@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,15 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                window=parse_window(args.window), workers=args.workers,
                progress=True if args.progress else None)
     _write(df, out)
+    if df.attrs.get("skipped"):
+        from ctxlab.cli import skipped_lines
+        skipped = pd.DataFrame(df.attrs["skipped"])
+        logs = skipped["file"].nunique()
+        print("\n".join([f"ctxlab: warning: {len(skipped):,} records of {logs:,} "
+                         f"log{'s' if logs != 1 else ''} could not be used; the sweep ran "
+                         "without them:",
+                         *skipped_lines(skipped, f"ctxlab info {args.path} lists them")]),
+              file=sys.stderr)
     print(f"wrote {out}: {len(df):,} rows ({df['config'].nunique()} configurations x "
           f"{df['session'].nunique()} sessions)")
     print(sweep_text(df, constraints))

@@ -45,12 +45,19 @@ class Budget:
     overhead_tokens: int = 0
 
 
+BOOKKEEPING = ("part", "pos", "msg", "turn", "role", "kind", "content", "tool_name",
+               "file_path", "event", "tokens", "layer")
+"""The columns of `StageRun.removed` and `StageRun.added` (what the replay's layer sums
+and ledger read)."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StageRun:
     """One stage application: its event and what it did.
 
-    ``removed`` and ``added`` are the view rows (with ``tokens`` and ``layer``) the
-    stage hid and inserted; None when it made no event. ``failure`` is the kind of
+    ``removed`` and ``added`` are the view rows the stage hid and inserted, with the
+    columns a replay's bookkeeping reads (`BOOKKEEPING`: ids, place, role and kind,
+    ``tokens`` and ``layer``); None when it made no event. ``failure`` is the kind of
     backend failure that kept the stage from working (see `ctxlab.stages.base.Edit`).
     ``summarizer_*`` sum the summarizer calls the stage made (tokens read and written,
     backend time). ``warning`` is what a stage that made an edit says is still wrong
@@ -227,7 +234,7 @@ def edit_view(view: View, hide: Sequence[int],
     p = view.table
     gone = one_of(p.ints("part"), hide)
     old_rows = np.flatnonzero(gone)
-    removed = p.take(old_rows)
+    removed = p.take(old_rows, BOOKKEEPING)
     if len(inserted):               # kept and inserted rows merged in position order
         tokens = view.estimator.count_parts(inserted)
         new = inserted.with_columns(tokens=(tokens, TOKENS_DTYPE),
@@ -254,7 +261,7 @@ def edit_view(view: View, hide: Sequence[int],
         equals(p, "role", "user") & equals(p, "kind", "text"))[old_rows].any()
     parts = parts.with_columns(layer=(p.col("layer"), p.dtypes["layer"])) if layers_kept \
         else with_layers(parts)
-    added = parts.take(new_rows)
+    added = parts.take(new_rows, BOOKKEEPING)
     out = view.with_table(parts)
     if in_place and "messages" in view._memo:   # the same messages at the same rows
         out._memo["messages"] = view._memo["messages"]

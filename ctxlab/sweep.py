@@ -139,8 +139,28 @@ def replayed_sessions(t: Transcript) -> list[str]:
     return [s for s in t.sessions if (t.calls["session"] == s).any()]
 
 
-def _sessions_of(src: Source) -> list[str]:
-    return replayed_sessions(_load(src))
+def _sessions_of(src: Source) -> tuple[list[str], pd.DataFrame]:
+    """The sessions a sweep replays from a log loaded in a worker, and the records of the
+    log that could not be used (`LoadReport.skipped`)."""
+    t = _load(src)
+    return replayed_sessions(t), t.load_report.skipped.reset_index(drop=True)
+
+
+def session_list(sources: Sessions, listed: Iterable[tuple[list[str], pd.DataFrame]]
+                 ) -> tuple[list[tuple[Source, str]], list[pd.DataFrame]]:
+    """Every (source, session) to replay, in order, and the skipped records of the logs
+    whose sessions were listed by loading them (``listed``: `_sessions_of` of each source
+    without sessions, in order)."""
+    found = iter(listed)
+    sessions: list[tuple[Source, str]] = []
+    skipped: list[pd.DataFrame] = []
+    for src, ss in sources:
+        if ss is None:
+            ss, sk = next(found)
+            if len(sk):
+                skipped.append(sk)
+        sessions.extend((src, s) for s in ss)
+    return sessions, skipped
 
 
 def _run_units(units: Sequence[tuple[int, Config]], src: Source, session: str,
@@ -195,9 +215,10 @@ def _row(config: Config, src: Source, session: str, stage_cols: Sequence[str],
 Sessions = list[tuple[Source, list[str] | None]]
 
 
-def _sources(corpus: Any) -> tuple[Sessions, list[Transcript]]:
-    """Each source with the sessions to replay (None: listed by loading the file), and
-    the in-memory transcripts."""
+def _sources(corpus: Any) -> tuple[Sessions, list[Transcript], list[pd.DataFrame]]:
+    """Each source with the sessions to replay (None: listed by loading the file), the
+    in-memory transcripts, and the records known now that could not be used (a corpus
+    dataset's and in-memory logs'; a file's are found when a worker loads it)."""
     where = str(corpus) if isinstance(corpus, (str, Path)) else "the corpus"
     if isinstance(corpus, (str, Path)):
         path = Path(corpus)
@@ -205,7 +226,7 @@ def _sources(corpus: Any) -> tuple[Sessions, list[Transcript]]:
             corpus = load_dir(path)
         elif path.is_file():
             from ctxlab.loaders.registry import detect
-            return [(Source(path=str(path), format=detect(path).name), None)], []
+            return [(Source(path=str(path), format=detect(path).name), None)], [], []
         else:
             raise ConfigError(f"{path}: no such file or folder")
     if isinstance(corpus, Corpus):
@@ -219,15 +240,17 @@ def _sources(corpus: Any) -> tuple[Sessions, list[Transcript]]:
             log_parts = files.groupby("source", sort=False)["parts"].transform("sum")
             keep = (files["calls"] > 0) & ((files["parts"] > 0) | (log_parts == 0))
             return [(Source(path=str(r.source), format="parquet", part=str(r.path)),
-                     [str(r.session)]) for r in files[keep].itertuples()], []
+                     [str(r.session)]) for r in files[keep].itertuples()], [], \
+                [corpus.load_report.skipped]
         return [(Source(path=str(p), format=str(f), options=corpus.options), None)
-                for p, f in zip(files["path"], files["format"])], []
+                for p, f in zip(files["path"], files["format"])], [], []
     if isinstance(corpus, Transcript):
         corpus = [corpus]
     if isinstance(corpus, Sequence) and corpus and all(isinstance(t, Transcript)
                                                        for t in corpus):
         return [(Source(path=str(t.meta.get("path") or f"<transcript {i}>"), memory=i),
-                 replayed_sessions(t)) for i, t in enumerate(corpus)], list(corpus)
+                 replayed_sessions(t)) for i, t in enumerate(corpus)], list(corpus), \
+            [t.load_report.skipped for t in corpus]
     raise ConfigError("sweep takes a Corpus, a folder or file path, a Transcript or a list "
                       f"of Transcripts, not {type(corpus).__name__}")
 
@@ -275,7 +298,9 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
         ``config`` (index), the configuration's columns (``preset``, ``threshold``,
         ``target``, ``window``, ``estimator``, any ``stage.param``, ``note``), ``file``,
         ``session`` and `METRIC_COLUMNS`. The same for either engine and any number of
-        workers (``seconds`` aside: `equal_results`).
+        workers (``seconds`` aside: `equal_results`). ``df.attrs["skipped"]``: the
+        records of the swept logs that could not be used, which the replays ran without
+        (`skipped_records`: file, line, reason; kept by ``to_parquet``).
 
     Example:
         >>> from ctxlab.sweep import sweep
@@ -295,15 +320,30 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
     configs = distinct(replace(c, window=c.window if c.window is not None else window,
                                estimator=c.estimator if c.estimator is not None else estimator)
                        for c in configs)
-    sources, memory = _sources(corpus)
+    sources, memory, known = _sources(corpus)
     if engine == "dask":
         from ctxlab.sweep_dask import run_dask
-        rows, n_sessions = run_dask(sources, memory, configs, stage_cols, table,
-                                    client=client, workers=workers, progress=progress)
+        rows, n_sessions, listed = run_dask(sources, memory, configs, stage_cols, table,
+                                            client=client, workers=workers, progress=progress)
     else:
-        rows, n_sessions = _run_local(sources, memory, configs, stage_cols, table,
-                                      workers, progress)
-    return _frame(rows, configs, n_sessions, stage_cols)
+        rows, n_sessions, listed = _run_local(sources, memory, configs, stage_cols, table,
+                                              workers, progress)
+    df = _frame(rows, configs, n_sessions, stage_cols)
+    df.attrs["skipped"] = skipped_records([*known, *listed])
+    return df
+
+
+def skipped_records(frames: Iterable[pd.DataFrame]) -> list[dict[str, Any]]:
+    """Skipped records (`LoadReport.skipped` frames) as plain values, as a sweep's results
+    carry them in ``attrs["skipped"]`` (which Parquet files keep): ``file``, ``line``
+    (None inside a JSON document), ``where``, ``record`` and ``reason``, in order."""
+    out: list[dict[str, Any]] = []
+    for sk in frames:
+        for r in sk.itertuples(index=False):
+            out.append({"file": str(r.file), "line": None if pd.isna(r.line) else int(r.line),
+                        "where": str(r.where), "record": str(r.record),
+                        "reason": None if pd.isna(r.reason) else str(r.reason)})
+    return out
 
 
 ENGINES = ("local", "dask")
@@ -312,7 +352,7 @@ ENGINES = ("local", "dask")
 def _run_local(sources: Sessions, memory: list[Transcript], configs: list[Config],
                stage_cols: list[str], table: Mapping[str, tuple[float, float]],
                workers: int | None, progress: bool | None
-               ) -> tuple[dict[int, dict[str, Any]], int]:
+               ) -> tuple[dict[int, dict[str, Any]], int, list[pd.DataFrame]]:
     n_workers = workers if workers is not None else (os.cpu_count() or 1)
     pool = None
     if n_workers > 1:
@@ -323,10 +363,8 @@ def _run_local(sources: Sessions, memory: list[Transcript], configs: list[Config
         _init_worker(memory)
     try:
         unknown = [src for src, ss in sources if ss is None]
-        listed = iter(pool.map(_sessions_of, unknown) if pool is not None else
-                      [_sessions_of(s) for s in unknown])
-        sessions = [(src, s) for src, ss in sources
-                    for s in (ss if ss is not None else next(listed))]
+        sessions, skipped = session_list(sources, pool.map(_sessions_of, unknown)
+                                         if pool is not None else map(_sessions_of, unknown))
         # a task is a run of configurations over one session (loaded once per task); with
         # few sessions, each session's configurations are split so every worker has work
         pieces = 1 if pool is None else min(len(configs), max(1, -(-2 * n_workers
@@ -339,7 +377,7 @@ def _run_local(sources: Sessions, memory: list[Transcript], configs: list[Config
     finally:
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    return rows, len(sessions)
+    return rows, len(sessions), skipped
 
 
 def _runs(configs: Sequence[Config], pieces: int, n_workers: int) -> list[list[int]]:

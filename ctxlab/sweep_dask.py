@@ -18,9 +18,12 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pandas as pd
+
 from ctxlab.errors import ConfigError
 from ctxlab.schema import Transcript
-from ctxlab.sweep import Sessions, Source, _bar, _load, _run_units, _sessions_of
+from ctxlab.sweep import (Sessions, Source, _bar, _load, _run_units, _sessions_of,
+                          session_list)
 from ctxlab.sweep_grid import Config
 
 
@@ -60,9 +63,11 @@ def local_cluster(workers: int | None = None) -> Any:
 def run_dask(sources: Sessions, memory: list[Transcript], configs: list[Config],
              stage_cols: list[str], table: Mapping[str, tuple[float, float]], *,
              client: Any, workers: int | None, progress: bool | None
-             ) -> tuple[dict[int, dict[str, Any]], int]:
-    """Rows by unit index (configuration-major, as the local engine numbers them) and the
-    number of sessions; on ``client``, else on a `local_cluster` closed afterwards."""
+             ) -> tuple[dict[int, dict[str, Any]], int, list[pd.DataFrame]]:
+    """Rows by unit index (configuration-major, as the local engine numbers them), the
+    number of sessions and the skipped records of the logs the workers listed
+    (`ctxlab.sweep.session_list`); on ``client``, else on a `local_cluster` closed
+    afterwards."""
     distributed = _distributed()
     if client is None:
         with local_cluster(workers) as cluster, \
@@ -80,14 +85,12 @@ def run_dask(sources: Sessions, memory: list[Transcript], configs: list[Config],
 def _run(client: Any, distributed: Any, sources: Sessions, memory: list[Transcript],
          configs: list[Config], stage_cols: list[str],
          table: Mapping[str, tuple[float, float]], progress: bool | None
-         ) -> tuple[dict[int, dict[str, Any]], int]:
+         ) -> tuple[dict[int, dict[str, Any]], int, list[pd.DataFrame]]:
     futures: list[Any] = []
     try:
         unknown = [src for src, ss in sources if ss is None]
         futures = client.map(_sessions_of, unknown, pure=False) if unknown else []
-        listed = iter(client.gather(futures))
-        sessions = [(src, s) for src, ss in sources
-                    for s in (ss if ss is not None else next(listed))]
+        sessions, skipped = session_list(sources, client.gather(futures))
         n = len(sessions)
         pieces = [memory[src.memory].session(s) for src, s in sessions
                   if src.memory is not None]
@@ -110,7 +113,7 @@ def _run(client: Any, distributed: Any, sources: Sessions, memory: list[Transcri
                 bar.close()
     finally:
         client.cancel([f for f in futures if not f.done()])
-    return rows, n
+    return rows, n, skipped
 
 
 __all__ = ["local_cluster", "run_dask"]

@@ -6,6 +6,7 @@ import io
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from ctxlab.cli import main, parse_window
@@ -118,6 +119,37 @@ def test_skipped_records_are_announced_by_replay_and_shown_by_report(
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert "1 skipped" in page and "bad.jsonl:51 (malformed JSON" in page
     assert str(tmp_path) not in page
+
+
+def test_a_sweep_says_which_records_its_replays_ran_without(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from ctxlab.loaders.corpus_store import write_corpus
+    from ctxlab.sweep import equal_results, sweep
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    lines = Path(LOG).read_text(encoding="utf-8").split("\n")
+    (folder / "intact.jsonl").write_text("\n".join(lines), encoding="utf-8")
+    lines[50], lines[60] = lines[50][10:], "{not json"
+    bad = folder / "bad.jsonl"
+    bad.write_text("\n".join(lines), encoding="utf-8")
+    grid = {"preset": ["neuron"], "threshold": [0.5, 0.8]}
+    one = sweep(folder, grid, workers=1)
+    sk = one.attrs["skipped"]
+    assert [(r["file"], r["line"]) for r in sk] == [(str(bad), 51), (str(bad), 61)]
+    assert all("malformed JSON" in r["reason"] for r in sk)
+    two = sweep(folder, grid, workers=2)
+    assert equal_results(one, two) and two.attrs["skipped"] == sk
+    ds = write_corpus(folder, tmp_path / "ds")        # a dataset keeps its logs' reports
+    assert sweep(ds, grid, workers=1).attrs["skipped"] == sk
+    assert sweep(folder / "intact.jsonl", grid, workers=1).attrs["skipped"] == []
+    out = tmp_path / "r.parquet"
+    assert main(["sweep", str(folder), "--preset", "neuron", "--workers", "1",
+                 "-o", str(out)]) == 0
+    assert pd.read_parquet(out).attrs["skipped"] == sk    # the results file keeps them
+    err = capsys.readouterr().err
+    assert "warning: 2 records of 1 log could not be used; the sweep ran without them" in err
+    assert f"{bad}:51: malformed JSON" in err and f"{bad}:61: malformed JSON" in err
 
 
 def test_the_wrong_format_says_its_records_were_skipped(capsys: pytest.CaptureFixture[str]):

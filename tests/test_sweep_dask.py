@@ -62,6 +62,17 @@ def test_dask_gives_the_local_frame_from_files_and_from_a_dataset(client, small,
     assert client.status == "running"  # a client passed in is left open
 
 
+def test_dask_reports_the_records_its_workers_could_not_use(client, tmp_path):
+    lines = (DATASETS / "openai_sessions.jsonl").read_text(encoding="utf-8").split("\n")
+    lines[3] = "{not json"
+    (tmp_path / "bad.jsonl").write_text("\n".join(lines), encoding="utf-8")
+    grid = {"preset": ["neuron"]}
+    local = sweep(tmp_path, grid, workers=1)
+    got = sweep(tmp_path, grid, engine="dask", client=client)
+    assert equal_results(local, got) and got.attrs["skipped"] == local.attrs["skipped"]
+    assert [r["line"] for r in got.attrs["skipped"]] == [4]
+
+
 def test_in_memory_transcripts_are_scattered_by_session(client):
     ts = [ctxlab.load(DATASETS / "openai_sessions.jsonl"),
           ctxlab.load(DATASETS / "coding_session_b.jsonl")]

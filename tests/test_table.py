@@ -110,3 +110,21 @@ def test_derived_arrays_follow_the_rows():
     swapped = replaced(grown, np.array([2]), put)
     assert swapped.derived("size", ("kind",), size).tolist() == [
         *whole[:2], len(put.col("kind")[0] or ""), *grown.derived("size", ("kind",), size)[3:]]
+    # a replacement that keeps a derived array's columns keeps the array: no new call
+    n_calls = len(calls)
+    same_kind = put.with_columns(kind=(grown.col("kind")[[2]], put.dtypes["kind"]))
+    kept = replaced(grown, np.array([2]), same_kind)
+    assert kept.derived("size", ("kind",), size).tolist() == \
+        grown.derived("size", ("kind",), size).tolist()
+    assert len(calls) == n_calls and kept.col("part")[2] == put.col("part")[0]
+
+
+def test_take_of_some_columns_keeps_their_derived_arrays_only():
+    t = Table.from_frame(frame(6, 4))
+    t.derived("size", ("kind",), lambda tb: np.array([len(x or "") for x in tb.col("kind")]))
+    t.derived("both", ("kind", "pos"), lambda tb: np.arange(tb.n))
+    some = t.take([4, 1], ("pos", "kind", "no such column"))
+    assert some.columns == ["pos", "kind"] and len(some) == 2
+    same(some, frame(6, 4)[["pos", "kind"]].iloc[[4, 1]])
+    assert set(some._derived) == {"size", "both"}
+    assert set(t.take([0], ("kind",))._derived) == {"size"}

@@ -162,12 +162,17 @@ class Table:
             got = self._derived[key] = Derived(fn, columns, values)
         return got.values
 
-    def take(self, rows: Any) -> Table:
-        """The rows at some positions, in that order."""
+    def take(self, rows: Any, columns: tuple[str, ...] | None = None) -> Table:
+        """The rows at some positions, in that order (only ``columns`` of them, those
+        present, when given; derived arrays of those columns alone go with them)."""
         rows = np.asarray(rows, dtype=np.int64)
-        out = Table({k: v[rows] if isinstance(v, np.ndarray) else v.take(rows)
-                     for k, v in self.cols.items()}, self.dtypes, len(rows), fresh=True)
-        out._derived = {k: d.taken(rows) for k, d in self._derived.items()}
+        names = self.cols if columns is None else [c for c in columns if c in self.cols]
+        cols = self.cols
+        out = Table({k: cols[k][rows] if isinstance(cols[k], np.ndarray)
+                     else cols[k].take(rows) for k in names},
+                    {k: self.dtypes[k] for k in names}, len(rows), fresh=True)
+        out._derived = {k: d.taken(rows) for k, d in self._derived.items()
+                        if columns is None or set(d.columns).issubset(columns)}
         return out
 
     def with_columns(self, **columns: tuple[Any, Any]) -> Table:
@@ -256,7 +261,7 @@ def append(a: Table, b: Table) -> Table:
     cols: dict[str, Any] = {}
     bufs: dict[str, Buffer] = {}
     for k, v in a.cols.items():
-        w = b.col(k)
+        w = b.cols[k] if k in b.cols else b.col(k)
         if not (isinstance(v, np.ndarray) and isinstance(w, np.ndarray) and v.ndim == 1
                 and (w.dtype == v.dtype or v.dtype == object)):
             cols[k] = _joined(v, w)
@@ -360,7 +365,8 @@ def replaced(a: Table, rows: np.ndarray, b: Table) -> Table:
     `interleave` when each new row takes the place of an old one (placeholders, cut
     tool outputs). A column whose values there do not change is shared with ``a``, with
     its buffer (the first table to `append` to it extends it, the other copies); the
-    others are copied once.
+    others are copied once. So is a derived array whose columns all stay (a row's
+    derived value depends on its own cells alone).
 
     Example:
         >>> a = Table.from_frame(pd.DataFrame({"x": [1, 2, 3]}))
@@ -370,30 +376,59 @@ def replaced(a: Table, rows: np.ndarray, b: Table) -> Table:
     """
     n = a.n
     bufs: dict[str, Buffer] = {}
+    kept: set[str] = set()
 
     def put(v: Any, w: Any, name: str | None = None) -> Any:
         if not (isinstance(v, np.ndarray) and isinstance(w, np.ndarray)):
             out = _as_array(v).copy()
             out[rows] = _as_array(w)
             return out
-        if v.dtype == w.dtype and _same_values(v[rows], w):
-            if name is not None and name in a._bufs:
-                bufs[name] = a._bufs[name]
-            return v
-        out = np.empty((n, *v.shape[1:]), dtype=_common_dtype(v, w))
+        dtype = _common_dtype(v, w)
+        if name is not None and v.ndim == 1:    # room for the next request to `append`
+            buf = bufs[name] = Buffer(dtype, n)
+            out = buf.data[:n]
+        else:
+            out = np.empty((n, *v.shape[1:]), dtype=dtype)
         out[:] = v
         out[rows] = w
         return out
 
-    return _combined(a, b, n, put, bufs)
+    cols: dict[str, Any] = {}
+    for k, v in a.cols.items():
+        w = b.cols[k] if k in b.cols else b.col(k)
+        if isinstance(v, np.ndarray) and isinstance(w, np.ndarray) and v.dtype == w.dtype \
+                and _same_values(v[rows], w):
+            kept.add(k)
+            if k in a._bufs:
+                bufs[k] = a._bufs[k]
+            cols[k] = v
+        else:
+            cols[k] = put(v, w, k)
+    out = Table(cols, a.dtypes, n, fresh=True)
+    out._bufs = bufs
+    for k, d in a._derived.items():
+        if kept.issuperset(d.columns):
+            out._derived[k] = d
+            continue
+        values = put(d.values, b.derived(k, d.columns, d.fn))
+        values.flags.writeable = False
+        out._derived[k] = Derived(d.fn, d.columns, values)
+    return out
 
 
 def _same_values(v: np.ndarray, w: np.ndarray) -> bool:
     """Two arrays of one dtype (the few rows an edit replaces) hold the same values,
     compared as Python objects: NA equals NA (NaT becomes None, NaN is the one value not
     equal to itself)."""
-    return all(x is y or (x == y) is True or (x != x and y != y)
-               for x, y in zip(v.tolist(), w.tolist()))
+    if v.dtype.kind in "iub":
+        return bool(np.array_equal(v, w))
+    xs, ys = v.tolist(), w.tolist()
+    try:
+        if xs == ys:            # identity, then ==, element by element
+            return True
+    except (TypeError, ValueError):     # a value whose == is no bool (pd.NA, arrays)
+        pass
+    return all(x is y or (x == y) is True or (x != x and y != y) for x, y in zip(xs, ys))
 
 
 def from_columns(values: Mapping[str, list[Any]], dtypes: Mapping[str, Any]) -> Table:
