@@ -327,17 +327,23 @@ def interleave(a: Table, a_rows: np.ndarray, b: Table, b_rows: np.ndarray,
             order[from_a] = np.arange(len(a_rows))
             order[from_b] = len(a_rows) + np.arange(len(b_rows))
             return both.take(order)
-        dtype = _common_dtype(v, w)
-        if name is not None and v.ndim == 1:    # room for the next request to `append`
-            buf = bufs[name] = Buffer(dtype, n)
-            out = buf.data[:n]
-        else:
-            out = np.empty((n, *v.shape[1:]), dtype=dtype)
+        out = _room(v, w, n, name, bufs)
         out[from_a] = v[a_rows]
         out[from_b] = w[b_rows]
         return out
 
     return _combined(a, b, n, merged, bufs)
+
+
+def _room(v: np.ndarray, w: np.ndarray, n: int, name: str | None,
+          bufs: dict[str, Buffer]) -> np.ndarray:
+    """An empty array of ``n`` rows for the values of ``v`` and ``w``: a column's (``name``)
+    in a new buffer, recorded in ``bufs``, with room for the next request to `append`."""
+    dtype = _common_dtype(v, w)
+    if name is not None and v.ndim == 1:
+        buf = bufs[name] = Buffer(dtype, n)
+        return buf.data[:n]
+    return np.empty((n, *v.shape[1:]), dtype=dtype)
 
 
 def _common_dtype(v: np.ndarray, w: np.ndarray) -> np.dtype:
@@ -383,12 +389,7 @@ def replaced(a: Table, rows: np.ndarray, b: Table) -> Table:
             out = _as_array(v).copy()
             out[rows] = _as_array(w)
             return out
-        dtype = _common_dtype(v, w)
-        if name is not None and v.ndim == 1:    # room for the next request to `append`
-            buf = bufs[name] = Buffer(dtype, n)
-            out = buf.data[:n]
-        else:
-            out = np.empty((n, *v.shape[1:]), dtype=dtype)
+        out = _room(v, w, n, name, bufs)
         out[:] = v
         out[rows] = w
         return out
