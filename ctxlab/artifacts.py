@@ -1,7 +1,9 @@
 """Artifacts agents rely on — paths, commands, errors, identifiers, numbers, dates,
 instructions — extracted from a column of texts, vectorised (`artifacts`).
 
-Rules, with their precision limits in brackets:
+Rules, with their precision limits in brackets. A text that is a JSON document (a tool
+result some clients, e.g. Gemini CLI, store as JSON) is read as its keys and values, one
+per line (`json_text`), so the lines of an output start lines again.
 
 * ``path``: absolute (``/a/b``, ``~/a``, ``./a``: two segments or an extension),
   relative with a slash and an extension (``src/app/config.py``), or a file name with
@@ -38,6 +40,7 @@ Rules, with their precision limits in brackets:
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from decimal import Decimal
@@ -73,7 +76,7 @@ _TOKENS = (
     r"|(?:(?P<mark>\b[Pp]ort[ =:]|#)|(?<![\w.,-])(?<!\w\[))(?P<cur>[$€£¥])?"
     r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![.,]\d|-\d|\.[A-Za-z]|%\])"
     r"(?:(?P<mult>[kK]|M)(?![A-Za-z]))?"
-    rf"(?:\s?(?P<unit>(?i:{_UNIT}))(?!\w))?(?![\w→\t]|/(?:[\w.@+-]+/)*[\w.@+-]*\.[A-Za-z])"
+    rf"(?:\s?(?P<unit>(?i:{_UNIT}))(?!\w))?(?![\w→\t]|/(?:[\w.@+-]+/){{0,64}}[\w.@+-]*\.[A-Za-z])"
     rf"|(?P<m2>{_MONTH})\.?\s+(?P<d2>[0-3]?\d)(?:st|nd|rd|th)?,?\s+(?P<y2>\d{{4}})(?!\w)"
     rf"|(?!{_PLAIN})(?:"
     # paths: absolute (2+ segments or an extension), relative with an extension, bare file
@@ -92,11 +95,16 @@ _CODE_LINE = r"(?:except|class|def|raise|import|from|catch|throw|if|elif|return|
 _DOLLAR = r"(?m)^[^\S\n]*(?:[-*][^\S\n]+)?`?\$ (?P<cmd>[^`\n]+)"
 _SHELL = (r"(?s)^(?i:bash|shell|sh|terminal|run_shell_command|shell_command|exec_command|"
           r"execute_bash|execute_command|run_command|run_terminal_cmd|local_shell|exec)\(\{.*?"
-          r"\"(?:command|cmd)\"\s*:\s*(?:\"(?P<s>(?:[^\"\\]|\\.)*)\"|\[(?P<a>[^\]]*)\])")
+          r"\"(?:command|cmd)\"\s*:\s*(?:\"(?P<s>(?:[^\"\\]|\\.)*)\""
+          r"|\[(?P<a>\s*\"(?:[^\"\\]|\\.)*\"(?:\s*,\s*\"(?:[^\"\\]|\\.)*\")*\s*)\])")
+INSTRUCTION_LEAD = 300
+"""Characters an instruction may run before its keyword (a bound that keeps extraction
+linear on text with many sentence starts and no keyword, such as ``e.g. e.g. ...``)."""
 _KEYWORD = (r"\b(?:must|mustn['’]t|never|always|please|use|don['’]t|do not|should|"
             r"shouldn['’]t|make sure|avoid|keep|prefer)\b")
 _BODY = r"(?:\b(?:e\.g|i\.e|etc|vs|cf)\.|[^.!?\n]|[.!?](?!\s|$))"  # not ended by e.g.
-_INSTRUCTION = rf"(?im)(?:^|(?<=[.!?])[^\S\n]+)(?P<ins>{_BODY}*?{_KEYWORD}{_BODY}*[.!?]?)"
+_INSTRUCTION = (rf"(?im)(?:^|(?<=[.!?])[^\S\n]+)"
+                rf"(?P<ins>{_BODY}{{0,{INSTRUCTION_LEAD}}}?{_KEYWORD}{_BODY}*[.!?]?)")
 _TOOL_CALL = r"^[\w.-]+\(\{"
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "r": " ", "t": " "}
 _MONTHS = {m: f"{i:02d}" for i, m in enumerate(
@@ -111,6 +119,55 @@ _ERROR_WORDS = ("Error:", "Exception", "Traceback", "FAILED", "error", "fatal:",
 
 def unescape(s: pd.Series) -> pd.Series:
     return s.str.replace(r'\\(["\\/nrt])', lambda m: _ESCAPES[m.group(1)], regex=True)
+
+
+def json_text(s: str) -> str:
+    r"""A JSON document as the text it holds: every key and value on lines of its own
+    (strings unescaped, so a tool result's lines start lines again); ``s`` itself when it
+    is not JSON.
+
+    Example:
+        >>> print(json_text('{"output": "collected 3 items\\nValueError: bad port", "code": 1}'))
+        output:
+        collected 3 items
+        ValueError: bad port
+        code:
+        1
+        >>> json_text("[1/2] building")
+        '[1/2] building'
+    """
+    try:
+        value = json.loads(s)
+    except ValueError:
+        return s
+    lines: list[str] = []
+    _json_lines(value, lines)
+    return "\n".join(lines)
+
+
+def _json_lines(value: Any, out: list[str]) -> None:
+    stack = [value]         # depth-first, in document order, without recursion
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            for k, item in reversed(list(v.items())):
+                stack.append(item)
+                stack.append(_Key(k))
+        elif isinstance(v, list):
+            stack.extend(reversed(v))
+        elif isinstance(v, _Key):
+            out.append(f"{v.name}:")
+        elif isinstance(v, str):
+            out.append(v)
+        elif v is not None and not isinstance(v, bool):
+            out.append(str(v))
+
+
+class _Key:
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
 
 def _frame(row: Any, kind: str, value: pd.Series) -> pd.DataFrame:
@@ -147,6 +204,9 @@ def artifacts(texts: pd.Series, *, user: pd.Series | None = None) -> pd.DataFram
     if tool.any():  # JSON-escaped arguments: unescape, drop the tool name and keys
         body = unescape(raw[tool].str.replace(r'(?<=[{,])\s*"[\w-]+"\s*:', " :", regex=True))
         text[tool] = body.str.replace(r"^[\w.-]+\(", "(", regex=True)
+    doc = raw.str.match(r"\s*[\[{]") & ~tool
+    if doc.any():   # a JSON document (a tool result as JSON): its keys and values as lines
+        text[doc] = [json_text(x) for x in raw[doc].tolist()]
     frames = [_tokens(text), _errors(text), _commands(raw[tool], text),
               _instructions(text if user is None else text[user.to_numpy(dtype=bool)])]
     out = pd.concat([f for f in frames if len(f)] or [_frame([], "path", pd.Series([]))],

@@ -53,6 +53,7 @@ from ctxlab.sweep_prefix import replays, shared_groups
 PRICES: dict[str, tuple[float, float]] = {
     "claude-opus": (15.0, 75.0), "claude-opus-4-5": (5.0, 25.0),
     "claude-sonnet": (3.0, 15.0), "claude-haiku": (1.0, 5.0), "claude-3-5-haiku": (0.8, 4.0),
+    "claude-3-opus": (15.0, 75.0), "claude-3-haiku": (0.25, 1.25),
     "gpt-4.1": (2.0, 8.0), "gpt-4.1-mini": (0.4, 1.6), "gpt-4.1-nano": (0.1, 0.4),
     "gpt-4o": (2.5, 10.0), "gpt-4o-mini": (0.15, 0.6), "gpt-5": (1.25, 10.0),
     "gpt-5-mini": (0.25, 2.0), "o3": (2.0, 8.0), "gemini-2.5-pro": (1.25, 10.0),

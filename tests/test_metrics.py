@@ -52,9 +52,27 @@ def test_paths(text, expected):
      ["git status", "python -m pytest -q"]),
     ('Read({"file_path": "/x/y.py", "command": "not a shell"})', []),
     ("The cost is $ 5 and a `cmd`", []),
+    # a ']' inside one of the list's strings does not end the list
+    ('shell({"command":["bash","-lc","python -c \\"print([1, 2])\\""]})',
+     ['python -c "print([1, 2])"']),
+    ('shell({"command":["bash","-lc","[ -f go.mod ] && echo yes"], "timeout": 5})',
+     ["[ -f go.mod ] && echo yes"]),
 ])
 def test_commands(text, expected):
     assert _values(text, "command") == sorted(expected)
+
+
+def test_a_tool_result_stored_as_json_yields_what_its_text_does():
+    out = ("collected 3 items\nsrc/app/config.py:12: in load\nparse_invoices failed\n"
+           "ValueError: bad port\n$ git status")
+    plain = artifacts(pd.Series([out]))
+    for doc in (json.dumps({"output": out}), json.dumps([{"result": {"output": out}}])):
+        got = artifacts(pd.Series([doc]))
+        assert got[["kind", "value"]].equals(plain[["kind", "value"]]), doc
+    # keys and other values are lines of their own; text that is not JSON stays as it is
+    assert _values('{"file_path": "src/x.py", "port": 8387, "ok": true}', "path") == \
+        ["src/x.py"]
+    assert _values("[1/2] building src/app/main.py", "path") == ["src/app/main.py"]
 
 
 def test_errors_keep_failure_lines_and_skip_code():

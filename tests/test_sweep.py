@@ -189,6 +189,9 @@ def test_prices_can_be_overridden_and_transcripts_swept_in_memory():
     assert equal_results(base.drop(columns="cost"), cheap.drop(columns="cost"))
     assert len(base) == len(t.sessions)
     assert price_for("mystery-model") == PRICES["default"]
+    # Claude 3 models are not priced as their later namesakes or the default
+    assert price_for("claude-3-opus-20240229") == (15.0, 75.0)
+    assert price_for("claude-3-haiku-20240307") == (0.25, 1.25)
 
 
 def test_engine_and_source_errors():
