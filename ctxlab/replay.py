@@ -50,6 +50,9 @@ class Settings:
     estimator: str | Estimator | None
     overhead_tokens: Mapping[str, int]
     reported_until: Mapping[str, float] = field(default_factory=dict)
+    log: Transcript | None = field(default=None, repr=False, compare=False)
+    """The log as given, when the overheads were fitted from it (a resumed replay that
+    counts with another estimator fits them again); None when they were given."""
 
 
 class NotReplayed(CtxlabError, KeyError):
@@ -114,6 +117,11 @@ class Replay:
     def rewind(self, call: int, session: str | None = None) -> Replay:
         """The replay as it was before ``call``: its events and later ones undone."""
         s = self._session(session)
+        if s in self.next_call and call > self.next_call[s]:
+            raise NotReplayed(f"this replay was rewound to call {self.next_call[s]} of session "
+                              f"{s!r}: it holds no call from there on, so it cannot be rewound "
+                              f"to call {call}; rewind to a call <= {self.next_call[s]}, or "
+                              f"resume() first")
         ev = self.events[self.events["event"].notna()]          # failed attempts made none
         later = ev[(ev["session"] == s) & (ev["call"] >= call)]
         t = self.transcript.rewind(int(later["event"].min()), session=s) if len(later) \
@@ -141,6 +149,10 @@ class Replay:
         if changes:
             p = replace(p, **changes)
         settings = replace(self.settings, pipeline=p)
+        old = self.settings
+        if old.log is not None and old.estimator is None \
+                and p.estimator != old.pipeline.estimator:  # overheads fitted for its counts
+            settings = replace(settings, overhead_tokens=_fitted_overheads(old.log, p, None))
         return _walk(self.base, self.transcript, settings, self.next_call, self)
 
     def recall(self) -> pd.DataFrame:
@@ -224,12 +236,14 @@ def replay(t: Transcript, pipeline: str | Pipeline, *, window: int | None = None
     recorded = t.events[t.events["origin"] == "recorded"]
     # up to its first recorded compaction, the uncompacted request is the logged one
     reported_until = {str(k): float(v) for k, v in recorded.groupby("session")["pos"].min().items()}
+    fitted = overhead_tokens is None
     if overhead_tokens is None:
         overhead_tokens = _fitted_overheads(t, p, estimator)
     if isinstance(overhead_tokens, int):
         overhead_tokens = {s: overhead_tokens for s in base.sessions}
     settings = Settings(pipeline=p, window=window, estimator=estimator,
-                        overhead_tokens=dict(overhead_tokens), reported_until=reported_until)
+                        overhead_tokens=dict(overhead_tokens), reported_until=reported_until,
+                        log=t if fitted else None)
     return _walk(base, base, settings, {}, None)
 
 
@@ -270,21 +284,35 @@ def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[st
             continue
         anchor = Anchor(until=settings.reported_until.get(session, np.inf))
         if previous is not None:
-            anchor.resume(previous, base, session, first)
+            est = _estimator(settings, t, session)
+            overhead = int(settings.overhead_tokens.get(session, 0))
+            anchor.resume(previous, base, session, first, lambda end: est.request_tokens(
+                request_parts(t, session, end)) + overhead)
         t = _walk_session(t, session, calls, settings, rows, events, ledger, anchor)
     # every row has the same keys in the same order (`call_row`): built column by column
     calls_df = pd.DataFrame({k: [r[k] for r in rows] for k in rows[0]}) if rows \
         else pd.DataFrame()
     events_df = events_frame(events)
     ledger_df = pd.concat(ledger, ignore_index=True) if ledger else empty_ledger()
-    if previous is not None:
-        calls_df = _joined(previous.calls, calls_df)
-        events_df = _joined(previous.events, events_df)
-        ledger_df = _joined(previous.ledger, ledger_df)
+    if previous is not None:        # sessions in log order, as a walk over them all gives
+        order = {s: i for i, s in enumerate(base.sessions)}
+        calls_df = _by_session(_joined(previous.calls, calls_df), order)
+        events_df = _by_session(_joined(previous.events, events_df), order)
+        ledger_df = _by_session(_joined(previous.ledger, ledger_df), order)
     if calls_df.empty:
         calls_df = pd.DataFrame(columns=["session", "call"])
     return Replay(base=base, transcript=t, calls=calls_df, events=events_df, ledger=ledger_df,
                   settings=settings, next_call={})
+
+
+def _by_session(df: pd.DataFrame, order: Mapping[str, int]) -> pd.DataFrame:
+    """Rows grouped by session in log order, each session's rows in the order they have."""
+    if len(df) < 2 or "session" not in df:
+        return df
+    rank = df["session"].map(order).to_numpy()
+    if (rank[1:] >= rank[:-1]).all():
+        return df
+    return df.iloc[np.argsort(rank, kind="stable")].reset_index(drop=True)
 
 
 def _joined(kept: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:

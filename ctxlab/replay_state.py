@@ -129,10 +129,15 @@ class Anchor:
         known = input_total is not None and not pd.isna(input_total)
         self.prev = (int(input_total), int(total)) if known and end < self.until else None
 
-    def resume(self, previous: Replay, base: Transcript, session: str, first: int) -> None:
-        """Pick up from the calls a rewound replay kept."""
+    def resume(self, previous: Replay, base: Transcript, session: str, first: int,
+               total_at: Callable[[float], int]) -> None:
+        """Pick up from the calls a rewound replay kept; ``total_at(end)``: the request
+        total at a call, counted as the resumed walk counts (its estimator and overhead,
+        which may not be the previous replay's)."""
         ev = previous.events
-        self.replayed = bool(len(ev) and (ev["session"] == session).any())
+        # as in a walk, only an event made (not a failed attempt) ends the logged request
+        self.replayed = bool(len(ev) and ((ev["session"] == session)
+                                          & ev["event"].notna()).any())
         c = previous.calls
         kept = c[(c["session"] == session) & (c["call"] < first)]
         if len(kept) and not self.replayed:
@@ -140,7 +145,7 @@ class Anchor:
             bc = base.calls
             end = float(bc.loc[(bc["session"] == session) & (bc["call"] == last["call"]),
                                "input_end_pos"].iloc[0])
-            self.passed(end, last["input_total"], int(last["tokens_before"]))
+            self.passed(end, last["input_total"], total_at(end))
 
 
 def window_of(model: Any) -> int:

@@ -28,7 +28,7 @@ from ctxlab.sweep_grid import Config
 MIN_SHARED = 0.1
 """Resume only when the shared beginning holds at least this share of the calls (a rewind
 and a resume cost about what replaying a few calls does)."""
-TARGET_READERS = frozenset({"summarize"})
+TARGET_READERS = frozenset({"summarize", "reattach"})
 """Built-in stages whose edits depend on the target (the summary's budget)."""
 
 

@@ -264,3 +264,109 @@ def test_character_counts_of_a_request_equal_counts_of_its_texts():
         want = est.count(["" if x is None else x for x in texts]).tolist()
         assert est.count_values(texts).tolist() == want
         assert est.count_values(texts[[0, 2, 4]]).tolist() == [want[0], want[2], want[4]]
+
+
+# -- rewind and resume: found by a review that fuzzed them --------------------------------
+
+
+@pytest.fixture()
+def missing_summarizer():
+    """A summarizer whose every call fails (an LLM backend in replay mode with no recorded
+    answer): the stage makes no event, only a failure row."""
+    from ctxlab.summarizers import Summarizer, SummarizerError, register, unregister
+
+    class AlwaysMissing(Summarizer):
+        name = "test-always-missing"
+        model = "none"
+
+        def summarize(self, parts, previous=None, **kw):
+            raise SummarizerError("no recorded response", kind="missing")
+
+    register(AlwaysMissing())
+    yield AlwaysMissing.name
+    unregister(AlwaysMissing.name)
+
+
+def _frames_equal(a, b):
+    pd.testing.assert_frame_equal(a.calls, b.calls)
+    drop = ["ms", "summarizer_ms"]
+    pd.testing.assert_frame_equal(a.events.drop(columns=drop, errors="ignore"),
+                                  b.events.drop(columns=drop, errors="ignore"))
+    pd.testing.assert_frame_equal(a.ledger, b.ledger)
+
+
+def test_a_failed_attempt_before_the_rewind_leaves_the_reported_trigger_as_it_was(
+        missing_summarizer):
+    """Claude Code's trigger measures the last reported input while the request is still
+    the logged one: a failed summary made no event, so it still is after a rewind (the
+    resumed walk once measured its own estimate instead, and fired where the first did not)."""
+    import dataclasses
+
+    from ctxlab.stages.reattach import claude_code_summarize
+
+    t = ctxlab.load(DATASETS / "coding_session_b.jsonl")
+    cc = ctxlab.preset("claude-code")
+    p = dataclasses.replace(cc, stages=(claude_code_summarize(summarizer=missing_summarizer),))
+    r = replay(t, p, window=60_000)
+    failed = r.events.loc[r.events["failure"].notna(), "call"]
+    assert len(failed) > 3 and r.events["event"].isna().all()
+    k = int(failed.min()) + 1
+    again = r.rewind(k).resume()
+    _frames_equal(again, r)
+    # at a threshold between the two measures, the resumed walk once fired at call k + 1
+    row = r.calls[r.calls["call"] == k + 1].iloc[0]
+    limit = int(row["limit_tokens"])
+    t_between = (int(row["checked_tokens"]) + 1) / limit
+    assert int(row["tokens_before"]) > int(row["checked_tokens"])
+    r2 = replay(t, dataclasses.replace(p, threshold=t_between), window=60_000)
+    assert not r2.calls.loc[r2.calls["call"] == k + 1, "triggered"].iloc[0]
+    _frames_equal(r2.rewind(k).resume(), r2)
+
+
+def test_the_claude_code_stage_reports_its_summarizers_failures(missing_summarizer):
+    import dataclasses
+
+    from ctxlab.stages.reattach import Reattach, claude_code_summarize
+
+    t = ctxlab.load(DATASETS / "coding_session_b.jsonl")
+    stage = Reattach(summarize=claude_code_summarize(summarizer=missing_summarizer))
+    r = replay(t, dataclasses.replace(ctxlab.preset("claude-code"), stages=(stage,)),
+               window=60_000)
+    failed = r.events[r.events["failure"].notna()]
+    assert len(failed) == int(r.calls["triggered"].sum()) > 0
+    assert (failed["failure"] == "missing").all() and (failed["stage"] == "reattach").all()
+    assert r.summary()["failures"] == len(failed)
+
+
+def test_resuming_with_another_estimator_counts_as_a_replay_with_it():
+    """Overheads are fitted again for the new estimator, and the reported trigger's
+    starting point is counted with it (it mixed the two estimators' counts)."""
+    t = ctxlab.load(DATASETS / "coding_session_b.jsonl")
+    a, b = replay(t, "probe", window=120_000), replay(t, "claude-code", window=120_000)
+    fired = pd.concat([x.calls.loc[x.calls["triggered"], "call"] for x in (a, b)])
+    k = int(fired.min()) - 1                # nothing fired before k in either replay
+    assert k > 2
+    r = a.rewind(k).resume("claude-code")
+    assert r.settings.overhead_tokens == b.settings.overhead_tokens != a.settings.overhead_tokens
+    cols = ["call", "tokens_before", "checked_tokens", "triggered", "compacted", "tokens_after"]
+    pd.testing.assert_frame_equal(r.calls.loc[r.calls["call"] >= k, cols].reset_index(drop=True),
+                                  b.calls.loc[b.calls["call"] >= k, cols].reset_index(drop=True))
+    # overheads the caller gave stay as given
+    mine = replay(t, "probe", window=120_000, overhead_tokens=1234)
+    assert set(mine.rewind(k).resume("claude-code").settings.overhead_tokens.values()) == {1234}
+
+
+def test_a_rewound_replay_cannot_be_rewound_past_its_end():
+    r = replay(ctxlab.load(DATASETS / "coding_session_b.jsonl"), "neurolink", window=100_000)
+    back = r.rewind(20)
+    with pytest.raises(replay_module.NotReplayed, match="rewound to call 20 .* cannot be "
+                                                        "rewound to call 40"):
+        back.rewind(40)
+    _frames_equal(back.rewind(10).resume(), r)       # earlier is fine
+
+
+def test_resuming_one_session_of_several_keeps_the_rows_in_log_order():
+    t = ctxlab.load(DATASETS / "openai_sessions.jsonl")
+    r = replay(t, "neurolink", window=30_000)
+    for s in t.sessions[:2]:
+        _frames_equal(r.rewind(5, session=s).resume(), r)

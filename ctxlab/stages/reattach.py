@@ -192,7 +192,8 @@ class Reattach(Stage):
         if base is None or summary is None:
             why = base.reason if base is not None else "nothing to summarize"
             return Edit(stage=self.name, reason=f"no summary, nothing re-attached ({why})",
-                        summarizer_calls=base.summarizer_calls if base is not None else ())
+                        summarizer_calls=base.summarizer_calls if base is not None else (),
+                        failure=base.failure if base is not None else None)
         hidden = set(base.hide)
         p = view.parts
         kept = p[~p["part"].isin(list(hidden))]
