@@ -2,8 +2,8 @@
 instructions — extracted from a column of texts, vectorised (`artifacts`).
 
 Rules, with their precision limits in brackets. A text that is a JSON document (a tool
-result some clients, e.g. Gemini CLI, store as JSON) is read as its keys and values, one
-per line (`json_text`), so the lines of an output start lines again.
+result some clients, e.g. Gemini CLI, store as JSON) is read as its values, one per line
+(`json_text`), so the lines of an output start lines again.
 
 * ``path``: absolute (``/a/b``, ``~/a``, ``./a``: two segments or an extension),
   relative with a slash and an extension (``src/app/config.py``), or a file name with
@@ -97,7 +97,7 @@ _SHELL = (r"(?s)^(?i:bash|shell|sh|terminal|run_shell_command|shell_command|exec
           r"execute_bash|execute_command|run_command|run_terminal_cmd|local_shell|exec)\(\{.*?"
           r"\"(?:command|cmd)\"\s*:\s*(?:\"(?P<s>(?:[^\"\\]|\\.)*)\""
           r"|\[(?P<a>\s*\"(?:[^\"\\]|\\.)*\"(?:\s*,\s*\"(?:[^\"\\]|\\.)*\")*\s*)\])")
-INSTRUCTION_LEAD = 300
+INSTRUCTION_LEAD = 2000
 """Characters an instruction may run before its keyword (a bound that keeps extraction
 linear on text with many sentence starts and no keyword, such as ``e.g. e.g. ...``)."""
 _KEYWORD = (r"\b(?:must|mustn['’]t|never|always|please|use|don['’]t|do not|should|"
@@ -122,52 +122,39 @@ def unescape(s: pd.Series) -> pd.Series:
 
 
 def json_text(s: str) -> str:
-    r"""A JSON document as the text it holds: every key and value on lines of its own
-    (strings unescaped, so a tool result's lines start lines again); ``s`` itself when it
-    is not JSON.
+    r"""A JSON document as the text it holds: its values on lines of their own, in
+    document order (strings unescaped, so a tool result's lines start lines again;
+    numbers as written; keys left out, as a tool call's argument keys are); ``s`` itself
+    when it is not JSON.
 
     Example:
-        >>> print(json_text('{"output": "collected 3 items\\nValueError: bad port", "code": 1}'))
-        output:
+        >>> print(json_text('{"output": "collected 3 items\\nValueError: bad", "code": 1.50}'))
         collected 3 items
-        ValueError: bad port
-        code:
-        1
+        ValueError: bad
+        1.50
         >>> json_text("[1/2] building")
         '[1/2] building'
     """
     try:
-        value = json.loads(s)
-    except ValueError:
+        value = json.loads(s, object_pairs_hook=_Pairs, parse_float=str, parse_int=str,
+                           parse_constant=str)
+    except (ValueError, RecursionError):     # not JSON, or nested past the parser's depth
         return s
     lines: list[str] = []
-    _json_lines(value, lines)
-    return "\n".join(lines)
-
-
-def _json_lines(value: Any, out: list[str]) -> None:
     stack = [value]         # depth-first, in document order, without recursion
     while stack:
         v = stack.pop()
-        if isinstance(v, dict):
-            for k, item in reversed(list(v.items())):
-                stack.append(item)
-                stack.append(_Key(k))
+        if isinstance(v, _Pairs):           # an object: its values (duplicate keys too)
+            stack.extend(item for _, item in reversed(v))
         elif isinstance(v, list):
             stack.extend(reversed(v))
-        elif isinstance(v, _Key):
-            out.append(f"{v.name}:")
         elif isinstance(v, str):
-            out.append(v)
-        elif v is not None and not isinstance(v, bool):
-            out.append(str(v))
+            lines.append(v)
+    return "\n".join(lines)
 
 
-class _Key:
-    __slots__ = ("name",)
-
-    def __init__(self, name: str) -> None:
-        self.name = name
+class _Pairs(list):
+    """An object's (key, value) pairs, as `json.loads` gives them to its hook."""
 
 
 def _frame(row: Any, kind: str, value: pd.Series) -> pd.DataFrame:

@@ -506,8 +506,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def output_path(text: str, option: str = "-o") -> Path:
-    """An output file the command will write, checked before any work: not a folder, and
-    its folder made when missing (as ``report`` does)."""
+    """An output file the command will write, checked before any work: not a folder, its
+    folder made when missing (as ``report`` does), and writable (an existing file is
+    left as it is)."""
     out = Path(text)
     if out.is_dir():
         raise ConfigError(f"{option} {out}: is a folder; give a file name")
@@ -516,6 +517,14 @@ def output_path(text: str, option: str = "-o") -> Path:
     except OSError as e:
         raise ConfigError(f"{option} {out}: cannot create its folder "
                           f"({e.strerror or e})") from None
+    existed = out.exists()
+    try:                # can it be written? (a file system or folder that refuses it)
+        with open(out, "ab"):
+            pass
+    except OSError as e:
+        raise ConfigError(f"{option} {out}: cannot be written ({e.strerror or e})") from None
+    if not existed:
+        out.unlink()
     return out
 
 

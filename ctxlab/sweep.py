@@ -334,17 +334,36 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
     return df
 
 
-def skipped_records(frames: Iterable[pd.DataFrame]) -> list[dict[str, Any]]:
+def skipped_records(frames: Iterable[pd.DataFrame]) -> SkippedRecords:
     """Skipped records (`LoadReport.skipped` frames) as plain values, as a sweep's results
     carry them in ``attrs["skipped"]`` (which Parquet files keep): ``file``, ``line``
-    (None inside a JSON document), ``where``, ``record`` and ``reason``, in order."""
-    out: list[dict[str, Any]] = []
+    (None inside a JSON document), ``where``, ``record`` and ``reason``, in order, each
+    record once (pieces of one log, such as its sessions swept in memory, share its
+    report)."""
+    out = SkippedRecords()
+    seen: set[tuple[Any, ...]] = set()
     for sk in frames:
         for r in sk.itertuples(index=False):
-            out.append({"file": str(r.file), "line": None if pd.isna(r.line) else int(r.line),
-                        "where": str(r.where), "record": str(r.record),
-                        "reason": None if pd.isna(r.reason) else str(r.reason)})
+            rec = {"file": str(r.file), "line": None if pd.isna(r.line) else int(r.line),
+                   "where": str(r.where), "record": str(r.record),
+                   "reason": None if pd.isna(r.reason) else str(r.reason)}
+            key = tuple(rec.values())
+            if key not in seen:
+                seen.add(key)
+                out.append(rec)
     return out
+
+
+class SkippedRecords(list):
+    """The list of `skipped_records`, read-only by convention: pandas copies a frame's
+    ``attrs`` deeply at every operation, and this list is handed on as it is instead
+    (thousands of records would otherwise slow every step on the results)."""
+
+    def __copy__(self) -> SkippedRecords:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> SkippedRecords:
+        return self
 
 
 ENGINES = ("local", "dask")

@@ -9,6 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import ctxlab
+
 from ctxlab.cli import main, parse_window
 from ctxlab.errors import ConfigError
 from tests.conftest import DATASETS
@@ -73,6 +75,27 @@ def test_an_unwritable_output_is_one_line_too(tmp_path: Path,
     assert main(["report", LOG, "--preset", "neuron", "-o", str(blocker / "r.html")]) == 2
     line = _one_error_line(capsys)     # found before the replay runs
     assert f"-o {blocker / 'r.html'}: cannot create its folder" in line
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_an_output_the_file_system_refuses_is_found_before_the_work(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    def ran(*a: object, **k: object) -> None:
+        raise AssertionError("the sweep ran before its output was checked")
+
+    monkeypatch.setattr(sys.modules["ctxlab.sweep"], "sweep", ran)
+    assert main(["sweep", LOG, "--preset", "neuron", "-o", "/proc/ctxlab-r.parquet"]) == 2
+    assert "-o /proc/ctxlab-r.parquet: cannot be written" in _one_error_line(capsys)
+    monkeypatch.undo()
+    empty = tmp_path / "empty"              # checked, then the sweep finds no logs
+    empty.mkdir()
+    kept = tmp_path / "old.csv"             # an existing output is checked, not changed
+    kept.write_text("a,b\n1,2\n")
+    assert main(["sweep", str(empty), "-o", str(kept)]) == 2
+    assert "no logs to sweep" in _one_error_line(capsys)
+    assert kept.read_text() == "a,b\n1,2\n"
+    assert main(["sweep", str(empty), "-o", str(tmp_path / "new.csv")]) == 2
+    assert not (tmp_path / "new.csv").exists()   # the check leaves no empty file behind
 
 
 @pytest.mark.parametrize(("argv", "words"), [
@@ -143,6 +166,14 @@ def test_a_sweep_says_which_records_its_replays_ran_without(
     ds = write_corpus(folder, tmp_path / "ds")        # a dataset keeps its logs' reports
     assert sweep(ds, grid, workers=1).attrs["skipped"] == sk
     assert sweep(folder / "intact.jsonl", grid, workers=1).attrs["skipped"] == []
+    # sessions of one log swept in memory share its report: each record once
+    t = ctxlab.load(bad)
+    pieces = sweep([t.session(s) for s in t.sessions] * 2, grid, workers=1)
+    assert pieces.attrs["skipped"] == sk
+    # pandas copies attrs at every step; the records are handed on, not copied
+    import copy
+    assert copy.deepcopy(one.attrs)["skipped"] is sk
+    assert one.groupby("preset")["cost"].sum().to_frame().attrs.get("skipped") in (None, sk)
     out = tmp_path / "r.parquet"
     assert main(["sweep", str(folder), "--preset", "neuron", "--workers", "1",
                  "-o", str(out)]) == 0

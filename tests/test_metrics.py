@@ -73,6 +73,21 @@ def test_a_tool_result_stored_as_json_yields_what_its_text_does():
     assert _values('{"file_path": "src/x.py", "port": 8387, "ok": true}', "path") == \
         ["src/x.py"]
     assert _values("[1/2] building src/app/main.py", "path") == ["src/app/main.py"]
+    # every value of a repeated key, numbers as written, keys never (no 'error:' lines)
+    doc = '{"output": "ValueError: bad port in src/a.py", "output": "ok", "error": null}'
+    assert _values(doc, "path") == ["src/a.py"]
+    assert _values(doc, "error") == ["ValueError: bad port in src/a.py"]
+    assert _values('{"t": 1700000000.123456789}', "number") == ["1700000000.123456789"]
+    # nested past the JSON parser's depth: read as text, not an error
+    assert _values("[" * 1000 + " see src/app/main.py", "path") == ["src/app/main.py"]
+
+
+def test_a_long_sentence_before_its_keyword_is_still_an_instruction():
+    lead = "So, about the reporting service that we discussed yesterday with the team " * 5
+    text = lead + "please keep the public API of the module exactly as it is."
+    assert 300 < text.index("please") < 2000
+    got = _values(text, "instruction")
+    assert len(got) == 1 and got[0] == text[:300]
 
 
 def test_errors_keep_failure_lines_and_skip_code():
