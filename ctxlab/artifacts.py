@@ -99,11 +99,13 @@ _SHELL = (r"(?s)^(?i:bash|shell|sh|terminal|run_shell_command|shell_command|exec
           r"|\[(?P<a>\s*\"(?:[^\"\\]|\\.)*\"(?:\s*,\s*\"(?:[^\"\\]|\\.)*\")*\s*)\])")
 INSTRUCTION_LEAD = 2000
 """Characters an instruction may run before its keyword (a bound that keeps extraction
-linear on text with many sentence starts and no keyword, such as ``e.g. e.g. ...``)."""
+linear on text with many sentence starts and no keyword; an abbreviation such as ``e.g.``
+starts no sentence, as it ends none)."""
 _KEYWORD = (r"\b(?:must|mustn['’]t|never|always|please|use|don['’]t|do not|should|"
             r"shouldn['’]t|make sure|avoid|keep|prefer)\b")
 _BODY = r"(?:\b(?:e\.g|i\.e|etc|vs|cf)\.|[^.!?\n]|[.!?](?!\s|$))"  # not ended by e.g.
-_INSTRUCTION = (rf"(?im)(?:^|(?<=[.!?])[^\S\n]+)"
+_INSTRUCTION = (r"(?im)(?:^|(?<=[.!?])(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\betc\.)(?<!\bvs\.)"
+                r"(?<!\bcf\.)[^\S\n]+)"
                 rf"(?P<ins>{_BODY}{{0,{INSTRUCTION_LEAD}}}?{_KEYWORD}{_BODY}*[.!?]?)")
 _TOOL_CALL = r"^[\w.-]+\(\{"
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "r": " ", "t": " "}
