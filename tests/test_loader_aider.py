@@ -133,7 +133,24 @@ def test_real_history_facts(real: tuple[Transcript, list[str], float]) -> None:
     c = t.calls
     assert c["input_total"].notna().sum() == 839 == c["output_tokens"].notna().sum()
     assert len(c) == 890                 # 876 replies + 14 requests whose reply was not logged
-    assert (t.frame["role"] == "assistant").sum() == 876
+    # 876 replies and 593 "Ok." answers to the auto-commit notes aider adds to the chat
+    assert (t.frame["role"] == "assistant").sum() == 876 + 593
+    # each call has the main model of the latest banner (22 come before any banner)
+    assert c["model"].notna().sum() == 868
+    assert c["model"].iloc[0] == "claude-3-5-sonnet-20240620"
+    assert c["model"].value_counts()["gpt-4o-mini"] == 94           # "> Model: gpt-4o-mini"
+    # line 211, "> Commit fd43cd4 feat: ...", after a reply: two parts, later requests see them
+    assert by_line.loc[211, ["record", "status", "parts"]].tolist() == ["commit", "used", 2]
+    note = t.frame[t.frame["content"].str.startswith("I committed the changes with git hash "
+                                                     "fd43cd4 & commit msg: feat: Use the "
+                                                     "Spinner")]
+    assert note["role"].tolist() == ["user"] and note["session"].tolist() == ["chat-history:2"]
+    # the startup commit of dirty files (line 101, in the banner) is not sent
+    assert by_line.loc[101, "status"] == "ignored"
+    # interrupts, API retries and /undo hints among sent output are not sent
+    sent = t.frame[t.frame["meta"].fillna("").str.contains("command_output|reflected")]
+    assert not sent["content"].str.contains(r"(?m)^(?:\^C again to exit|\^C KeyboardInterrupt"
+                                            r"|Retrying in |You can use /undo)").any()
     # a "#### " heading inside a reply (no trailing spaces) is reply text, not a user turn:
     # session 437's third reply holds four, and its usage stays on its own call
     s437 = c[c["session"] == "chat-history:437"]
@@ -156,7 +173,7 @@ def test_real_history_facts(real: tuple[Transcript, list[str], float]) -> None:
     assert set(f["role"]) == {"user", "assistant"} and set(f["kind"]) == {"text"}
     kinds = rep[rep["parts"] > 0].groupby("record")["parts"].sum().to_dict()
     assert kinds == {"assistant": 876, "user": 1020, "command_output": 27,
-                     "reflection": 54, "lint_output": 27}
+                     "reflection": 54, "lint_output": 27, "commit": 2 * 593}
     assert int(f.groupby("session")["turn"].max().sum()) == 1007
     assert t.load_report.parts_made == len(f)
     assert t.load_report.skipped.empty

@@ -178,3 +178,21 @@ def test_an_openai_key_inside_a_tool_input_does_not_make_it_openai(tmp_path):
     assert t.meta["format"] == "anthropic_messages"
     assert t.frame["kind"].tolist() == ["text", "tool_call", "tool_result", "text"]
     assert t.frame["tool_call_id"].iloc[1] == t.frame["tool_call_id"].iloc[2] == "toolu_1"
+
+
+def test_conversation_usage_goes_to_a_single_call_only(tmp_path: Path):
+    """A logged request/response pair carries its usage beside the messages (as OpenAI
+    lists do): the one call gets it; with several calls it is kept in the meta."""
+    msgs = [{"role": "user", "content": [{"type": "text", "text": "hi"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "yo"}]}]
+    usage = {"input_tokens": 10, "cache_read_input_tokens": 90, "output_tokens": 5}
+    one = {"model": "claude-sonnet-4-5", "system": "Be brief.", "messages": msgs,
+           "usage": usage}
+    two = {"system": "Be brief.", "messages": msgs * 2, "usage": usage, "id": "b"}
+    lines = [json.dumps(one), json.dumps(two)]
+    (tmp_path / "u.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    t = ctxlab.load(tmp_path / "u.jsonl", format="anthropic_messages")
+    first = t.calls.iloc[0]
+    assert (first["input_total"], first["cache_read"], first["output_tokens"]) == (100, 90, 5)
+    assert t.calls["input_total"].iloc[1:].isna().all()
+    assert t.meta["conversation_usage"] == {"b": usage}

@@ -30,7 +30,13 @@ entry; the lines of a block share its status and the first carries the part coun
   command output re-logged after ``Add the output to the chat? ... y`` (``/run``,
   ``/test``), and lint errors followed by ``Attempt to fix lint errors? y``. Everything
   else (settings banner, Tokens, "Applied edit", commits, errors, declined output) is
-  ignored with a reason.
+  ignored with a reason, except an auto-commit after a reply (``Commit <hash> <message>``):
+  aider adds "I committed the changes with git hash ... & commit msg: ..." to the chat as
+  a user message, answered "Ok." (two parts, in every later request of the session).
+  Console lines among sent output (``^C``, API retries, ``/undo`` hints) are not sent.
+  The banner's main model (``Model:``, ``Main model:``,
+  ``Models: X with ..., weak model Y``; printed again after ``/model``) is the model of
+  the calls that follow it in the session.
 
 The prompt aider actually sent (system prompt, repo map, file contents, aider's own chat
 summaries) is not in the file: ``meta["prompt_recorded"]`` is False and ``sent`` counts
@@ -60,6 +66,13 @@ BANNER = ("Aider v", "Main model:", "Weak model:", "Model:", "Models:", "Git rep
           "Approximate context window", "Too soon to check version", "Editor model:",
           "Newer aider version", "Warning for ", "Restored previous conversation history")
 _TOKEN = re.compile(r"([\d][\d,]*(?:\.\d+)?)([kKmM]?) (sent|cache write|cache hit|cached|received)")
+_COMMIT = re.compile(r"Commit ([0-9a-f]{7,40}) (.+)$", re.S)
+COMMITTED = "I committed the changes with git hash {hash} & commit msg: {message}"
+"""What aider adds to the chat after an auto-commit (as a user message, answered "Ok.")."""
+CONSOLE = ("^C again to exit", "^C KeyboardInterrupt", "litellm.", "Retrying in ",
+           "You can use /undo")
+"""Console lines aider prints among output it sends, and does not send."""
+_MODEL = re.compile(r"(?:Main model|Models?):\s*([\w./@:+-]+)")
 _ANSWER = re.compile(r"\?\s*(?:\([^)]*\))?\s*(?:\[[^\]]*\])?\s*:?\s*(.*)$", re.S)
 
 
@@ -141,6 +154,8 @@ class _Parser:
         self.b = SessionBuilder(f"{self.stem}:{n}", self.log)
         self.builders.append(self.b)
         self.ts, self.pending, self.visible = ts, None, []
+        self.model: str | None = None       # the main model of the latest banner
+        self.replied = False                # a reply since the last user message
         self.command: str | None = None
         self.after_command = False
         self.startup = n > 0          # the first > block after a header is the banner
@@ -164,7 +179,7 @@ class _Parser:
     # ---- the three kinds of block --------------------------------------------------------
     def user(self, start: int, end: int) -> None:
         text = "\n".join(_unmark(ln[5:]) for ln in self.lines[start:end])
-        self.startup, self.pending = False, None
+        self.startup, self.pending, self.replied = False, None, False
         if text.startswith("/"):
             cmd, _, rest = text.partition(" ")
             cmd = cmd.split("\n")[0]
@@ -191,7 +206,9 @@ class _Parser:
 
     def reply(self, start: int, end: int) -> None:
         self.startup = self.after_command = False
-        call = self.b.call(ts=self.ts, source=self.log.location(line=start + 1))
+        self.replied = True
+        call = self.b.call(ts=self.ts, model=self.model,
+                           source=self.log.location(line=start + 1))
         self.text_part("assistant", "\n".join(self.lines[start:end]), start + 1, call=call)
         self.pending = call
         self.block(start, end, "assistant", 1)
@@ -253,19 +270,36 @@ class _Parser:
                     k = q
                     continue
                 self.block(s, e, "tool_output", reason="lint output the model was not sent")
+            elif self.replied and _COMMIT.match(text):
+                self.committed(s, e, text)
             elif self.startup or text.startswith(BANNER):
+                m = _MODEL.match(text)
+                if m:               # the model the calls that follow are made with
+                    self.model = m.group(1)
                 self.block(s, e, "banner", reason="settings banner / chat file bookkeeping (UI)")
             else:
                 self.block(s, e, "tool_output", reason="console output (edits applied, commits, "
                            "errors, prompts); aider does not send it to the model")
             k += 1
 
+    def committed(self, s: int, e: int, text: str) -> None:
+        """An auto-commit after a reply: aider adds its hash and message to the chat as a
+        user message and an "Ok." from the assistant (``move_back_cur_messages``), which
+        every later request of the session holds."""
+        m = _COMMIT.match(text)
+        assert m is not None
+        said = COMMITTED.format(hash=m.group(1), message=m.group(2).strip())
+        self.text_part("user", said, s + 1, meta={"auto_commit": m.group(1)})
+        self.text_part("assistant", "Ok.", s + 1, meta={"auto_commit": m.group(1)})
+        self.block(s, e, "commit", 2)
+
     def sent_block(self, msgs: list[tuple[int, int, str]], record: str,
                    meta: dict[str, Any]) -> None:
         """``>`` messages aider sent to the model as one user message (not a real turn).
 
-        Token reports among them stay usage records."""
-        body = [m for m in msgs if not m[2].startswith("Tokens:")]
+        Token reports among them stay usage records; console lines among them (`CONSOLE`:
+        interrupts, API retries, hints) are not sent."""
+        body = [m for m in msgs if not m[2].startswith(("Tokens:", *CONSOLE))]
         if body:
             text = "\n".join(m[2] for m in body).rstrip("\n")
             self.text_part("user", text, body[0][0] + 1, meta=meta)
@@ -273,6 +307,9 @@ class _Parser:
         for s, e, text in msgs:
             if text.startswith("Tokens:"):
                 self.tokens(s, e, text)
+            elif text.startswith(CONSOLE):
+                self.block(s, e, "tool_output", reason="console output (interrupt, API retry, "
+                           "hint); aider does not send it to the model")
             else:
                 self.block(s, e, record, 1 if first else 0)
                 first = False
@@ -285,7 +322,8 @@ class _Parser:
             self.block(s + 1, e, "tokens", reason="continuation of a garbled token report")
             return
         if self.pending is None:      # a request whose reply was not logged
-            self.pending = self.b.call(ts=self.ts, source=self.log.location(line=s + 1))
+            self.pending = self.b.call(ts=self.ts, model=self.model,
+                                       source=self.log.location(line=s + 1))
         self.b.update_call(self.pending, source=self.log.location(line=s + 1), **usage)
         self.pending = None
         self.block(s, e, "tokens")

@@ -18,7 +18,10 @@ Mapping:
   (content = base64 data or URL, unchanged); document -> attachment.
 * A user message is a real user turn unless it holds tool_result blocks.
 * Every assistant message is one LLM call; usage from its ``usage`` field when present:
-  input_total = input_tokens + cache_creation_input_tokens + cache_read_input_tokens.
+  input_total = input_tokens + cache_creation_input_tokens + cache_read_input_tokens. A
+  conversation-level ``usage`` goes to the call when the conversation has exactly one
+  assistant message without usage of its own (a logged request/response pair); otherwise
+  it is kept in ``Transcript.meta["conversation_usage"]`` (as for OpenAI lists).
 
 Sniffing: Anthropic style shows content blocks of type tool_use/tool_result/thinking
 (or ``input_schema``, ``tool_use_id``, a top-level ``system`` prompt) and no OpenAI
@@ -33,7 +36,8 @@ from typing import Any, Mapping
 
 from ctxlab.loaders.builder import SessionBuilder, content_text, file_path_from_args, \
     tool_call_text
-from ctxlab.loaders.message_lists import (Conversation, Message, ToolIndex, emit_group,
+from ctxlab.loaders.message_lists import (Conversation, Message, ToolIndex,
+                                          conversation_usage, emit_group,
                                           emit_record, load_message_list, sniff_style)
 from ctxlab.loaders.records import LoadOptions, RecordLog, to_json
 from ctxlab.loaders.safe import count, timestamp
@@ -168,10 +172,15 @@ def convert(b: SessionBuilder, conv: Conversation, log: RecordLog,
                     lambda v: Message("system", [p for blk in ([v] if isinstance(v, str)
                                                                else list(v))
                                                  for p in block_parts(blk, tools)]))
+    own_usage: list[bool] = []
     for rec in conv.messages:
         rtype = rec.value.get("role") if isinstance(rec.value, dict) and \
             isinstance(rec.value.get("role"), str) else "message"
-        emit_record(b, log, rec, rtype, lambda v: parse_message(v, tools, model=model), tools)
+        msg = emit_record(b, log, rec, rtype, lambda v: parse_message(v, tools, model=model),
+                          tools)
+        if msg is not None and msg.call is not None:
+            own_usage.append(msg.call.get("input_total") is not None)
+    conversation_usage(b, conv, own_usage, anthropic_usage, meta)
 
 
 def sniff(path: Path, head: str) -> bool:

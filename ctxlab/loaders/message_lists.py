@@ -154,6 +154,21 @@ def emit_record(b: SessionBuilder, log: RecordLog, rec: Record, record_type: str
     return msg
 
 
+def conversation_usage(b: SessionBuilder, conv: Conversation, own_usage: list[bool],
+                       fields_of: Callable[[Any], dict[str, Any]], meta: dict[str, Any]) -> None:
+    """A conversation-level ``usage``: the call's when the conversation has exactly one
+    assistant message without usage of its own (a logged request/response pair; ``own_usage``
+    says, per call, whether it had its own), else kept in ``meta["conversation_usage"]``
+    (``fields_of``: the call columns of a usage object)."""
+    usage = conv.fields.get("usage")
+    if not isinstance(usage, dict):
+        return
+    if own_usage == [False]:
+        b.update_call(0, **{k: v for k, v in fields_of(usage).items() if v is not None})
+    else:
+        meta.setdefault("conversation_usage", {})[conv.session] = dict(usage)
+
+
 def emit_group(b: SessionBuilder, log: RecordLog, role: str, records: list[Record],
                record_type: str, parse: Callable[[Any], dict[str, Any]]) -> int:
     """Emit several records as the parts of one message (e.g. tool schemas). Returns parts."""

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ctxlab.loaders.builder import SessionBuilder, file_path_from_args, tool_call_text
-from ctxlab.loaders.message_lists import (Conversation, Message, ToolIndex, emit_group,
+from ctxlab.loaders.message_lists import (Conversation, Message, ToolIndex,
+                                          conversation_usage, emit_group,
                                           emit_record, load_message_list, small_meta,
                                           sniff_style)
 from ctxlab.loaders.records import LoadOptions, RecordLog, to_json
@@ -214,12 +215,7 @@ def convert(b: SessionBuilder, conv: Conversation, log: RecordLog,
                           tools)
         if msg is not None and msg.call is not None:
             own_usage.append(msg.call.get("input_total") is not None)
-    usage = conv.fields.get("usage")
-    if isinstance(usage, Mapping):
-        if own_usage == [False]:
-            b.update_call(0, **{k: v for k, v in openai_usage(usage).items() if v is not None})
-        else:
-            meta.setdefault("conversation_usage", {})[conv.session] = dict(usage)
+    conversation_usage(b, conv, own_usage, openai_usage, meta)
 
 
 def sniff(path: Path, head: str) -> bool:
