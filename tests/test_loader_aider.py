@@ -133,8 +133,8 @@ def test_real_history_facts(real: tuple[Transcript, list[str], float]) -> None:
     c = t.calls
     assert c["input_total"].notna().sum() == 839 == c["output_tokens"].notna().sum()
     assert len(c) == 890                 # 876 replies + 14 requests whose reply was not logged
-    # 876 replies and 593 "Ok." answers to the auto-commit notes aider adds to the chat
-    assert (t.frame["role"] == "assistant").sum() == 876 + 593
+    # 876 replies and 385 "Ok." answers to the auto-commit notes aider adds to the chat
+    assert (t.frame["role"] == "assistant").sum() == 876 + 385
     # each call has the main model of the latest banner (22 come before any banner)
     assert c["model"].notna().sum() == 868
     assert c["model"].iloc[0] == "claude-3-5-sonnet-20240620"
@@ -147,6 +147,14 @@ def test_real_history_facts(real: tuple[Transcript, list[str], float]) -> None:
     assert note["role"].tolist() == ["user"] and note["session"].tolist() == ["chat-history:2"]
     # the startup commit of dirty files (line 101, in the banner) is not sent
     assert by_line.loc[101, "status"] == "ignored"
+    # one note per reply whose edits were committed (382), or found nothing to commit (3);
+    # a dirty-file commit before the edits (line 26388) or a linter's after them is not one
+    said = t.frame["content"]
+    assert said.str.startswith("I committed the changes with git hash ").sum() == 382
+    assert (said == "I didn't see any properly formatted edits in your reply?!").sum() == 3
+    assert lines[26387].startswith("> Commit bba0735") and \
+        by_line.loc[26388, "status"] == "ignored"
+    assert by_line.loc[26390, ["record", "parts"]].tolist() == ["commit", 2]
     # interrupts, API retries and /undo hints among sent output are not sent
     sent = t.frame[t.frame["meta"].fillna("").str.contains("command_output|reflected")]
     assert not sent["content"].str.contains(r"(?m)^(?:\^C again to exit|\^C KeyboardInterrupt"
@@ -173,7 +181,7 @@ def test_real_history_facts(real: tuple[Transcript, list[str], float]) -> None:
     assert set(f["role"]) == {"user", "assistant"} and set(f["kind"]) == {"text"}
     kinds = rep[rep["parts"] > 0].groupby("record")["parts"].sum().to_dict()
     assert kinds == {"assistant": 876, "user": 1020, "command_output": 27,
-                     "reflection": 54, "lint_output": 27, "commit": 2 * 593}
+                     "reflection": 54, "lint_output": 27, "commit": 2 * 385}
     assert int(f.groupby("session")["turn"].max().sum()) == 1007
     assert t.load_report.parts_made == len(f)
     assert t.load_report.skipped.empty
@@ -287,3 +295,64 @@ def test_a_file_without_spaced_user_lines_reads_every_heading_as_one(tmp_path: P
     ``#### `` line is a user line, as before."""
     t = ctxlab.load(write(tmp_path, HEADINGS.format(sp=""), "o.aider.chat.history.md"))
     assert (t.frame["role"] == "user").sum() == 3 and len(t.calls) == 3
+
+
+AUTO_COMMITS = """\
+# aider chat started at 2024-08-05 19:33:32
+
+> Aider v0.48.0  
+> Models: claude-3-5-sonnet-20240620 with diff edit format, weak model claude-3-haiku-20240307  
+> Git repo: .git with 3 files  
+
+#### change x  
+
+Here is the change.
+
+> Tokens: 1,000 sent, 50 received.  
+> Committing app.py before applying edits.  
+> Commit 1111111 fix: dirty work of the user  
+> Applied edit to app.py  
+> Commit 2222222 feat: change x  
+> You can use /undo to revert and discard commit 2222222.  
+> Commit 3333333 style: Fix formatting  
+> You can use /undo to revert and discard commit 3333333.  
+
+#### change y  
+
+Here is y.
+
+> Tokens: 1,100 sent, 40 received.  
+> Committing app.py before applying edits.  
+> Commit 4444444 fix: more dirty work  
+> Applied edit to app.py  
+> No changes made to git tracked files.  
+
+#### /run python call.py  
+> Traceback (most recent call last):
+  File "call.py", line 3, in <module>
+litellm.exceptions.BadRequestError: model not found  
+> Add the output to the chat? (y/n/instructions): y  
+> Traceback (most recent call last):  
+> File "call.py", line 3, in <module>  
+> litellm.exceptions.BadRequestError: model not found  
+> Retrying in 5 seconds (attempt 2 of 3)  
+> ^C again to exit  
+"""
+
+
+def test_only_the_auto_commit_of_a_replys_edits_is_added_to_the_chat(tmp_path: Path) -> None:
+    """aider tells the model the outcome of the commit of a reply's edits (answered "Ok."):
+    not a dirty-file commit before them, not a linter's after them. Program output that
+    merely starts like aider's console lines is sent; the console lines are not."""
+    t = ctxlab.load(write(tmp_path, AUTO_COMMITS))
+    assert accounts_for_every_line(t, AUTO_COMMITS)
+    f = t.frame
+    assert list(zip(f["role"], f["content"].str.slice(0, 48))) == [
+        ("user", "change x"), ("assistant", "Here is the change."),
+        ("user", "I committed the changes with git hash 2222222 & "), ("assistant", "Ok."),
+        ("user", "change y"), ("assistant", "Here is y."),
+        ("user", "I didn't see any properly formatted edits in you"), ("assistant", "Ok."),
+        ("user", "Traceback (most recent call last):\nFile \"call.py")]
+    assert f["content"].iloc[-1].endswith("litellm.exceptions.BadRequestError: model not "
+                                          "found\nRetrying in 5 seconds (attempt 2 of 3)")
+    assert t.calls["model"].tolist() == ["claude-3-5-sonnet-20240620"] * 2

@@ -196,3 +196,10 @@ def test_conversation_usage_goes_to_a_single_call_only(tmp_path: Path):
     assert (first["input_total"], first["cache_read"], first["output_tokens"]) == (100, 90, 5)
     assert t.calls["input_total"].iloc[1:].isna().all()
     assert t.meta["conversation_usage"] == {"b": usage}
+    # a request whose response is not in the list: its usage is not the earlier call's
+    req = {"id": "req", "messages": msgs + [{"role": "user", "content": "and?"}],
+           "usage": usage}
+    (tmp_path / "r.jsonl").write_text(json.dumps(req) + "\n", encoding="utf-8")
+    t = ctxlab.load(tmp_path / "r.jsonl", format="anthropic_messages")
+    assert t.calls["input_total"].isna().all()
+    assert t.meta["conversation_usage"] == {"req": usage}

@@ -143,6 +143,12 @@ def test_conversation_usage_goes_to_a_single_call_only(tmp_path: Path):
     assert t.calls["input_total"].tolist()[:1] == [9]
     assert t.calls["input_total"].iloc[1:].isna().all()
     assert t.meta["conversation_usage"] == {"b": {"prompt_tokens": 30}}
+    # a request whose response is not in the list: its usage is not the earlier call's
+    req = {"messages": one["messages"] + [{"role": "user", "content": "and?"}],
+           "usage": {"prompt_tokens": 12}, "id": "req"}
+    t = ctxlab.load(write_jsonl(tmp_path / "r.jsonl", [req]))
+    assert t.calls["input_total"].isna().all()
+    assert t.meta["conversation_usage"] == {"req": {"prompt_tokens": 12}}
 
 
 def test_sniff_prefers_openai_when_ambiguous_and_yields_to_anthropic_blocks(tmp_path: Path):

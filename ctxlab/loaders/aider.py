@@ -30,9 +30,12 @@ entry; the lines of a block share its status and the first carries the part coun
   command output re-logged after ``Add the output to the chat? ... y`` (``/run``,
   ``/test``), and lint errors followed by ``Attempt to fix lint errors? y``. Everything
   else (settings banner, Tokens, "Applied edit", commits, errors, declined output) is
-  ignored with a reason, except an auto-commit after a reply (``Commit <hash> <message>``):
-  aider adds "I committed the changes with git hash ... & commit msg: ..." to the chat as
-  a user message, answered "Ok." (two parts, in every later request of the session).
+  ignored with a reason, except the auto-commit of a reply's edits (``Commit <hash>
+  <message>`` right after ``Applied edit to ...``): aider adds "I committed the changes
+  with git hash ... & commit msg: ..." (or, when there was nothing to commit, "I didn't
+  see any properly formatted edits in your reply?!") to the chat as a user message,
+  answered "Ok." (two parts, in every later request of the session); a dirty-file commit
+  before the edits and a linter's commit after them are not added.
   Console lines among sent output (``^C``, API retries, ``/undo`` hints) are not sent.
   The banner's main model (``Model:``, ``Main model:``,
   ``Models: X with ..., weak model Y``; printed again after ``/model``) is the model of
@@ -68,10 +71,15 @@ BANNER = ("Aider v", "Main model:", "Weak model:", "Model:", "Models:", "Git rep
 _TOKEN = re.compile(r"([\d][\d,]*(?:\.\d+)?)([kKmM]?) (sent|cache write|cache hit|cached|received)")
 _COMMIT = re.compile(r"Commit ([0-9a-f]{7,40}) (.+)$", re.S)
 COMMITTED = "I committed the changes with git hash {hash} & commit msg: {message}"
-"""What aider adds to the chat after an auto-commit (as a user message, answered "Ok.")."""
-CONSOLE = ("^C again to exit", "^C KeyboardInterrupt", "litellm.", "Retrying in ",
-           "You can use /undo")
-"""Console lines aider prints among output it sends, and does not send."""
+"""What aider adds to the chat after the auto-commit of a reply's edits (as a user message,
+answered "Ok.")."""
+NOT_COMMITTED = "I didn't see any properly formatted edits in your reply?!"
+"""What it adds instead when that commit found nothing to commit."""
+_CONSOLE = re.compile(r"\^C again to exit$|\^C KeyboardInterrupt$|You can use /undo "
+                      r"|litellm\.[A-Z]\w*: |Retrying in \d+(?:\.\d+)? seconds\.\.\.$")
+"""Console lines aider prints among output it sends, and does not send: interrupts, its
+/undo hint, its API errors (``litellm.InternalServerError: ...``, not a traceback's
+``litellm.exceptions...``) and retries."""
 _MODEL = re.compile(r"(?:Main model|Models?):\s*([\w./@:+-]+)")
 _ANSWER = re.compile(r"\?\s*(?:\([^)]*\))?\s*(?:\[[^\]]*\])?\s*:?\s*(.*)$", re.S)
 
@@ -239,6 +247,9 @@ class _Parser:
         k = 0
         while k < len(msgs):
             s, e, text = msgs[k]
+            # the outcome of the auto-commit of a reply's edits: right after "Applied edit
+            # to ..." (a dirty-file commit comes before the edits, a linter's after others)
+            outcome = self.replied and k > 0 and msgs[k - 1][2].startswith("Applied edit to")
             if text.startswith("Tokens:"):
                 self.tokens(s, e, text)
             elif text.startswith("Add the output to the chat?") and _answer(text):
@@ -270,8 +281,13 @@ class _Parser:
                     k = q
                     continue
                 self.block(s, e, "tool_output", reason="lint output the model was not sent")
-            elif self.replied and _COMMIT.match(text):
-                self.committed(s, e, text)
+            elif outcome and _COMMIT.match(text):
+                m = _COMMIT.match(text)
+                assert m is not None
+                self.noted(s, e, COMMITTED.format(hash=m.group(1), message=m.group(2).strip()),
+                           m.group(1))
+            elif outcome and text.startswith("No changes made to git tracked files."):
+                self.noted(s, e, NOT_COMMITTED, None)
             elif self.startup or text.startswith(BANNER):
                 m = _MODEL.match(text)
                 if m:               # the model the calls that follow are made with
@@ -282,24 +298,23 @@ class _Parser:
                            "errors, prompts); aider does not send it to the model")
             k += 1
 
-    def committed(self, s: int, e: int, text: str) -> None:
-        """An auto-commit after a reply: aider adds its hash and message to the chat as a
+    def noted(self, s: int, e: int, said: str, commit: str | None) -> None:
+        """The auto-commit of a reply's edits: aider adds its outcome to the chat as a
         user message and an "Ok." from the assistant (``move_back_cur_messages``), which
-        every later request of the session holds."""
-        m = _COMMIT.match(text)
-        assert m is not None
-        said = COMMITTED.format(hash=m.group(1), message=m.group(2).strip())
-        self.text_part("user", said, s + 1, meta={"auto_commit": m.group(1)})
-        self.text_part("assistant", "Ok.", s + 1, meta={"auto_commit": m.group(1)})
+        every later request of the session holds; once per reply."""
+        meta = {"auto_commit": commit}
+        self.text_part("user", said, s + 1, meta=meta)
+        self.text_part("assistant", "Ok.", s + 1, meta=meta)
         self.block(s, e, "commit", 2)
+        self.replied = False
 
     def sent_block(self, msgs: list[tuple[int, int, str]], record: str,
                    meta: dict[str, Any]) -> None:
         """``>`` messages aider sent to the model as one user message (not a real turn).
 
-        Token reports among them stay usage records; console lines among them (`CONSOLE`:
+        Token reports among them stay usage records; console lines among them (`_CONSOLE`:
         interrupts, API retries, hints) are not sent."""
-        body = [m for m in msgs if not m[2].startswith(("Tokens:", *CONSOLE))]
+        body = [m for m in msgs if not (m[2].startswith("Tokens:") or _CONSOLE.match(m[2]))]
         if body:
             text = "\n".join(m[2] for m in body).rstrip("\n")
             self.text_part("user", text, body[0][0] + 1, meta=meta)
@@ -307,7 +322,7 @@ class _Parser:
         for s, e, text in msgs:
             if text.startswith("Tokens:"):
                 self.tokens(s, e, text)
-            elif text.startswith(CONSOLE):
+            elif _CONSOLE.match(text):
                 self.block(s, e, "tool_output", reason="console output (interrupt, API retry, "
                            "hint); aider does not send it to the model")
             else:

@@ -173,6 +173,7 @@ def convert(b: SessionBuilder, conv: Conversation, log: RecordLog,
                                                                else list(v))
                                                  for p in block_parts(blk, tools)]))
     own_usage: list[bool] = []
+    last: Message | None = None
     for rec in conv.messages:
         rtype = rec.value.get("role") if isinstance(rec.value, dict) and \
             isinstance(rec.value.get("role"), str) else "message"
@@ -180,7 +181,9 @@ def convert(b: SessionBuilder, conv: Conversation, log: RecordLog,
                           tools)
         if msg is not None and msg.call is not None:
             own_usage.append(msg.call.get("input_total") is not None)
-    conversation_usage(b, conv, own_usage, anthropic_usage, meta)
+        last = msg
+    conversation_usage(b, conv, own_usage, anthropic_usage, meta,
+                       ends_with_call=last is not None and last.call is not None)
 
 
 def sniff(path: Path, head: str) -> bool:

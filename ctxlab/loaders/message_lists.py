@@ -155,15 +155,17 @@ def emit_record(b: SessionBuilder, log: RecordLog, rec: Record, record_type: str
 
 
 def conversation_usage(b: SessionBuilder, conv: Conversation, own_usage: list[bool],
-                       fields_of: Callable[[Any], dict[str, Any]], meta: dict[str, Any]) -> None:
+                       fields_of: Callable[[Any], dict[str, Any]], meta: dict[str, Any],
+                       *, ends_with_call: bool) -> None:
     """A conversation-level ``usage``: the call's when the conversation has exactly one
-    assistant message without usage of its own (a logged request/response pair; ``own_usage``
-    says, per call, whether it had its own), else kept in ``meta["conversation_usage"]``
-    (``fields_of``: the call columns of a usage object)."""
+    assistant message, without usage of its own, and ends with it (a logged
+    request/response pair; ``own_usage`` says, per call, whether it had its own), else
+    kept in ``meta["conversation_usage"]`` (a request whose response is not in the list
+    was not that call's input; ``fields_of``: the call columns of a usage object)."""
     usage = conv.fields.get("usage")
     if not isinstance(usage, dict):
         return
-    if own_usage == [False]:
+    if own_usage == [False] and ends_with_call:
         b.update_call(0, **{k: v for k, v in fields_of(usage).items() if v is not None})
     else:
         meta.setdefault("conversation_usage", {})[conv.session] = dict(usage)

@@ -208,6 +208,7 @@ def convert(b: SessionBuilder, conv: Conversation, log: RecordLog,
     emit_group(b, log, "system", schemas, "tool_schema", tool_schema_part)
     tools = ToolIndex()
     own_usage: list[bool] = []
+    last: Message | None = None
     for rec in conv.messages:
         rtype = rec.value.get("role") if isinstance(rec.value, dict) and \
             isinstance(rec.value.get("role"), str) else "message"
@@ -215,7 +216,9 @@ def convert(b: SessionBuilder, conv: Conversation, log: RecordLog,
                           tools)
         if msg is not None and msg.call is not None:
             own_usage.append(msg.call.get("input_total") is not None)
-    conversation_usage(b, conv, own_usage, openai_usage, meta)
+        last = msg
+    conversation_usage(b, conv, own_usage, openai_usage, meta,
+                       ends_with_call=last is not None and last.call is not None)
 
 
 def sniff(path: Path, head: str) -> bool:
