@@ -37,7 +37,7 @@ from typing import Any, Mapping
 from ctxlab.loaders.builder import SessionBuilder, content_text, file_path_from_args, \
     tool_call_text
 from ctxlab.loaders.message_lists import (Conversation, Message, ToolIndex,
-                                          conversation_usage, emit_group,
+                                          emit_group, emit_messages,
                                           emit_record, load_message_list, sniff_style)
 from ctxlab.loaders.records import LoadOptions, RecordLog, to_json
 from ctxlab.loaders.safe import count, timestamp
@@ -172,18 +172,8 @@ def convert(b: SessionBuilder, conv: Conversation, log: RecordLog,
                     lambda v: Message("system", [p for blk in ([v] if isinstance(v, str)
                                                                else list(v))
                                                  for p in block_parts(blk, tools)]))
-    own_usage: list[bool] = []
-    last: Message | None = None
-    for rec in conv.messages:
-        rtype = rec.value.get("role") if isinstance(rec.value, dict) and \
-            isinstance(rec.value.get("role"), str) else "message"
-        msg = emit_record(b, log, rec, rtype, lambda v: parse_message(v, tools, model=model),
-                          tools)
-        if msg is not None and msg.call is not None:
-            own_usage.append(msg.call.get("input_total") is not None)
-        last = msg
-    conversation_usage(b, conv, own_usage, anthropic_usage, meta,
-                       ends_with_call=last is not None and last.call is not None)
+    emit_messages(b, log, conv, lambda v: parse_message(v, tools, model=model), tools,
+                  anthropic_usage, meta)
 
 
 def sniff(path: Path, head: str) -> bool:

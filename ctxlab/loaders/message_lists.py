@@ -154,6 +154,23 @@ def emit_record(b: SessionBuilder, log: RecordLog, rec: Record, record_type: str
     return msg
 
 
+def emit_messages(b: SessionBuilder, log: RecordLog, conv: Conversation,
+                  parse: Callable[[Any], Message | None], tools: ToolIndex,
+                  fields_of: Callable[[Any], dict[str, Any]], meta: dict[str, Any]) -> None:
+    """Emit a conversation's messages in order (`emit_record`, the record type its role),
+    then place its conversation-level usage (`conversation_usage`)."""
+    own_usage: list[bool] = []
+    last: Message | None = None
+    for rec in conv.messages:
+        rtype = rec.value.get("role") if isinstance(rec.value, dict) and \
+            isinstance(rec.value.get("role"), str) else "message"
+        last = emit_record(b, log, rec, rtype, parse, tools)
+        if last is not None and last.call is not None:
+            own_usage.append(last.call.get("input_total") is not None)
+    conversation_usage(b, conv, own_usage, fields_of, meta,
+                       ends_with_call=last is not None and last.call is not None)
+
+
 def conversation_usage(b: SessionBuilder, conv: Conversation, own_usage: list[bool],
                        fields_of: Callable[[Any], dict[str, Any]], meta: dict[str, Any],
                        *, ends_with_call: bool) -> None:

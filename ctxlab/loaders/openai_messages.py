@@ -32,9 +32,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ctxlab.loaders.builder import SessionBuilder, file_path_from_args, tool_call_text
-from ctxlab.loaders.message_lists import (Conversation, Message, ToolIndex,
-                                          conversation_usage, emit_group,
-                                          emit_record, load_message_list, small_meta,
+from ctxlab.loaders.message_lists import (Conversation, Message, ToolIndex, emit_group,
+                                          emit_messages, load_message_list, small_meta,
                                           sniff_style)
 from ctxlab.loaders.records import LoadOptions, RecordLog, to_json
 from ctxlab.loaders.safe import count, timestamp
@@ -207,18 +206,8 @@ def convert(b: SessionBuilder, conv: Conversation, log: RecordLog,
                     for j, v in enumerate(conv.fields["functions"])]
     emit_group(b, log, "system", schemas, "tool_schema", tool_schema_part)
     tools = ToolIndex()
-    own_usage: list[bool] = []
-    last: Message | None = None
-    for rec in conv.messages:
-        rtype = rec.value.get("role") if isinstance(rec.value, dict) and \
-            isinstance(rec.value.get("role"), str) else "message"
-        msg = emit_record(b, log, rec, rtype, lambda v: parse_message(v, tools, model=model),
-                          tools)
-        if msg is not None and msg.call is not None:
-            own_usage.append(msg.call.get("input_total") is not None)
-        last = msg
-    conversation_usage(b, conv, own_usage, openai_usage, meta,
-                       ends_with_call=last is not None and last.call is not None)
+    emit_messages(b, log, conv, lambda v: parse_message(v, tools, model=model), tools,
+                  openai_usage, meta)
 
 
 def sniff(path: Path, head: str) -> bool:
