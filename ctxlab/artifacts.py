@@ -97,16 +97,14 @@ _SHELL = (r"(?s)^(?i:bash|shell|sh|terminal|run_shell_command|shell_command|exec
           r"execute_bash|execute_command|run_command|run_terminal_cmd|local_shell|exec)\(\{.*?"
           r"\"(?:command|cmd)\"\s*:\s*(?:\"(?P<s>(?:[^\"\\]|\\.)*)\""
           r"|\[(?P<a>\s*\"(?:[^\"\\]|\\.)*\"(?:\s*,\s*\"(?:[^\"\\]|\\.)*\")*\s*)\])")
-INSTRUCTION_LEAD = 2000
-"""Characters an instruction may run before its keyword (a bound that keeps extraction
-linear on text with many sentence starts and no keyword; an abbreviation such as ``e.g.``
-starts no sentence, as it ends none)."""
 _KEYWORD = (r"\b(?:must|mustn['’]t|never|always|please|use|don['’]t|do not|should|"
             r"shouldn['’]t|make sure|avoid|keep|prefer)\b")
 _BODY = r"(?:\b(?:e\.g|i\.e|etc|vs|cf)\.|[^.!?\n]|[.!?](?!\s|$))"  # not ended by e.g.
+# a sentence starts where one ends (an abbreviation such as e.g. ends none, so starts none):
+# the scans from two starts never overlap, and extraction stays linear
 _INSTRUCTION = (r"(?im)(?:^|(?<=[.!?])(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\betc\.)(?<!\bvs\.)"
                 r"(?<!\bcf\.)[^\S\n]+)"
-                rf"(?P<ins>{_BODY}{{0,{INSTRUCTION_LEAD}}}?{_KEYWORD}{_BODY}*[.!?]?)")
+                rf"(?P<ins>{_BODY}*?{_KEYWORD}{_BODY}*[.!?]?)")
 _TOOL_CALL = r"^[\w.-]+\(\{"
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "n": "\n", "r": " ", "t": " "}
 _MONTHS = {m: f"{i:02d}" for i, m in enumerate(
@@ -194,7 +192,7 @@ def artifacts(texts: pd.Series, *, user: pd.Series | None = None) -> pd.DataFram
         body = unescape(raw[tool].str.replace(r'(?<=[{,])\s*"[\w-]+"\s*:', " :", regex=True))
         text[tool] = body.str.replace(r"^[\w.-]+\(", "(", regex=True)
     doc = raw.str.match(r"\s*[\[{]") & ~tool
-    if doc.any():   # a JSON document (a tool result as JSON): its keys and values as lines
+    if doc.any():   # a JSON document (a tool result as JSON): its values as lines
         text[doc] = [json_text(x) for x in raw[doc].tolist()]
     frames = [_tokens(text), _errors(text), _commands(raw[tool], text),
               _instructions(text if user is None else text[user.to_numpy(dtype=bool)])]

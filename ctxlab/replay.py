@@ -286,8 +286,10 @@ def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[st
         if previous is not None:
             est = _estimator(settings, t, session)
             overhead = int(settings.overhead_tokens.get(session, 0))
-            anchor.resume(previous, base, session, first, lambda end: est.request_tokens(
-                request_parts(t, session, end)) + overhead)
+            same = est.spec == _estimator(previous.settings, t, session).spec and \
+                overhead == int(previous.settings.overhead_tokens.get(session, 0))
+            anchor.resume(previous, base, session, first, None if same else (
+                lambda end: est.request_tokens(request_parts(t, session, end)) + overhead))
         t = _walk_session(t, session, calls, settings, rows, events, ledger, anchor)
     # every row has the same keys in the same order (`call_row`): built column by column
     calls_df = pd.DataFrame({k: [r[k] for r in rows] for k in rows[0]}) if rows \

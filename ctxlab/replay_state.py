@@ -130,10 +130,10 @@ class Anchor:
         self.prev = (int(input_total), int(total)) if known and end < self.until else None
 
     def resume(self, previous: Replay, base: Transcript, session: str, first: int,
-               total_at: Callable[[float], int]) -> None:
+               total_at: Callable[[float], int] | None) -> None:
         """Pick up from the calls a rewound replay kept; ``total_at(end)``: the request
-        total at a call, counted as the resumed walk counts (its estimator and overhead,
-        which may not be the previous replay's)."""
+        total at a call counted as the resumed walk counts, when its estimator or overhead
+        is not the previous replay's (None: the kept row's count is the walk's)."""
         ev = previous.events
         # as in a walk, only an event made (not a failed attempt) ends the logged request
         self.replayed = bool(len(ev) and ((ev["session"] == session)
@@ -145,7 +145,8 @@ class Anchor:
             bc = base.calls
             end = float(bc.loc[(bc["session"] == session) & (bc["call"] == last["call"]),
                                "input_end_pos"].iloc[0])
-            self.passed(end, last["input_total"], total_at(end))
+            self.passed(end, last["input_total"], int(last["tokens_before"])
+                        if total_at is None else total_at(end))
 
 
 def window_of(model: Any) -> int:

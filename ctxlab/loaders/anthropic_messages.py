@@ -20,7 +20,8 @@ Mapping:
 * Every assistant message is one LLM call; usage from its ``usage`` field when present:
   input_total = input_tokens + cache_creation_input_tokens + cache_read_input_tokens. A
   conversation-level ``usage`` goes to the call when the conversation has exactly one
-  assistant message without usage of its own (a logged request/response pair); otherwise
+  assistant message, without usage of its own, and ends with it (a logged request/response
+  pair); otherwise
   it is kept in ``Transcript.meta["conversation_usage"]`` (as for OpenAI lists).
 
 Sniffing: Anthropic style shows content blocks of type tool_use/tool_result/thinking

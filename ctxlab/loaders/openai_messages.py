@@ -20,8 +20,8 @@ Mapping:
   input_tokens = prompt - cached, completion_tokens -> output_tokens,
   reasoning_tokens. Without usage the call has NA usage. A conversation-level
   ``usage`` is given to the call only when the conversation has exactly one assistant
-  message without usage of its own (a logged request/response pair); otherwise it is
-  kept in ``Transcript.meta["conversation_usage"]``.
+  message, without usage of its own, and ends with it (a logged request/response pair);
+  otherwise it is kept in ``Transcript.meta["conversation_usage"]``.
 * tool -> role tool, kind tool_result, ``tool_call_id``, tool name and file path
   looked up from the call. Legacy role function -> role tool, tool name from ``name``.
 """

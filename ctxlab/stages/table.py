@@ -353,13 +353,18 @@ def _common_dtype(v: np.ndarray, w: np.ndarray) -> np.dtype:
 
 
 def _combined(a: Table, b: Table, n: int, column: Callable[..., Any],
-              bufs: dict[str, Buffer]) -> Table:
+              bufs: dict[str, Buffer], kept: set[str] | None = None) -> Table:
     """A table of ``n`` rows with ``a``'s columns and derived arrays, each made by
-    ``column(a's array, b's array, name)`` (name None for a derived array)."""
-    out = Table({k: column(v, b.col(k), k) for k, v in a.cols.items()}, a.dtypes, n,
-                fresh=True)
+    ``column(a's array, b's array, name)`` (name None for a derived array); a derived
+    array whose columns are all in ``kept`` (given back by ``column`` unchanged, as
+    ``column`` fills it) is ``a``'s own."""
+    out = Table({k: column(v, b.cols[k] if k in b.cols else b.col(k), k)
+                 for k, v in a.cols.items()}, a.dtypes, n, fresh=True)
     out._bufs = bufs
     for k, d in a._derived.items():
+        if kept is not None and kept.issuperset(d.columns):
+            out._derived[k] = d
+            continue
         values = column(d.values, b.derived(k, d.columns, d.fn))
         values.flags.writeable = False
         out._derived[k] = Derived(d.fn, d.columns, values)
@@ -389,32 +394,18 @@ def replaced(a: Table, rows: np.ndarray, b: Table) -> Table:
             out = _as_array(v).copy()
             out[rows] = _as_array(w)
             return out
+        if v.dtype == w.dtype and _same_values(v[rows], w):
+            if name is not None:
+                kept.add(name)
+                if name in a._bufs:
+                    bufs[name] = a._bufs[name]
+            return v
         out = _room(v, w, n, name, bufs)
         out[:] = v
         out[rows] = w
         return out
 
-    cols: dict[str, Any] = {}
-    for k, v in a.cols.items():
-        w = b.cols[k] if k in b.cols else b.col(k)
-        if isinstance(v, np.ndarray) and isinstance(w, np.ndarray) and v.dtype == w.dtype \
-                and _same_values(v[rows], w):
-            kept.add(k)
-            if k in a._bufs:
-                bufs[k] = a._bufs[k]
-            cols[k] = v
-        else:
-            cols[k] = put(v, w, k)
-    out = Table(cols, a.dtypes, n, fresh=True)
-    out._bufs = bufs
-    for k, d in a._derived.items():
-        if kept.issuperset(d.columns):
-            out._derived[k] = d
-            continue
-        values = put(d.values, b.derived(k, d.columns, d.fn))
-        values.flags.writeable = False
-        out._derived[k] = Derived(d.fn, d.columns, values)
-    return out
+    return _combined(a, b, n, put, bufs, kept)
 
 
 def _same_values(v: np.ndarray, w: np.ndarray) -> bool:
