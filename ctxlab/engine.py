@@ -20,7 +20,7 @@ import pandas as pd
 from ctxlab.history import SessionHistory
 from ctxlab.layers import assign_layers
 from ctxlab.schema import Transcript
-from ctxlab.stages.base import Edit, Stage, View, equals
+from ctxlab.stages.base import Edit, Stage, View, labels
 from ctxlab.stages.columns import codes, hashed, one_of
 from ctxlab.stages.grammar import view_grammar
 from ctxlab.stages.table import Table, interleave, replaced
@@ -244,7 +244,9 @@ def edit_view(view: View, hide: Sequence[int],
         new_pos = np.asarray(new.col("pos"), dtype=np.float64)
         slots = _slots(pos, old_rows, new_pos)
         if slots is not None:       # each new row takes the place of a hidden one
-            parts, new_rows = replaced(p, old_rows, new.take(slots)), old_rows
+            if (slots != np.arange(len(slots))).any():
+                new = new.take(slots)
+            parts, new_rows = replaced(p, old_rows, new), old_rows
         else:
             kept = np.flatnonzero(~gone)
             order = np.argsort(np.concatenate([pos[kept], new_pos]), kind="stable")
@@ -258,7 +260,7 @@ def edit_view(view: View, hide: Sequence[int],
     in_place = in_place_rows(p, old_rows, parts, new_rows)
     # a part replaced in place has its layer, unless a user's text (injected context)
     layers_kept = in_place and "layer" in p and not (
-        equals(p, "role", "user") & equals(p, "kind", "text"))[old_rows].any()
+        (labels(p, "role")[old_rows] == "user") & (labels(p, "kind")[old_rows] == "text")).any()
     parts = parts.with_columns(layer=(p.col("layer"), p.dtypes["layer"])) if layers_kept \
         else with_layers(parts)
     added = parts.take(new_rows, BOOKKEEPING)

@@ -17,6 +17,8 @@ trigger, stages used, reported input), ``events`` (per stage application), ``led
 from __future__ import annotations
 
 import heapq
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -249,11 +251,37 @@ def replay(t: Transcript, pipeline: str | Pipeline, *, window: int | None = None
 
 def _fitted_overheads(t: Transcript, p: Pipeline,
                       estimator: str | Estimator | None) -> dict[str, int]:
-    """Each session's unrecorded overhead, fitted with the estimator of its calls."""
-    from ctxlab.tokens.accuracy import session_overheads
-
+    """Each session's unrecorded overhead, fitted with the estimator of its calls;
+    remembered for the last `OVERHEADS_KEPT` logs and estimator specs (a sweep replays a
+    session once per configuration; an estimator instance is fitted every time)."""
     if not len(t.calls):
         return {}
+    spec = p.estimator if estimator is None else estimator
+    if not isinstance(spec, str):
+        return _fit_overheads(t, p, estimator)
+    key = (id(t.frame), id(t.calls), id(t.events), spec)
+    with _OVERHEADS_LOCK:
+        got = _OVERHEADS.get(key)
+        if got is not None and got[0] is t.frame and got[1] is t.calls:
+            _OVERHEADS.move_to_end(key)
+            return dict(got[2])
+    out = _fit_overheads(t, p, estimator)
+    with _OVERHEADS_LOCK:       # the frames are kept: their ids stay theirs
+        _OVERHEADS[key] = (t.frame, t.calls, dict(out))
+        while len(_OVERHEADS) > OVERHEADS_KEPT:
+            _OVERHEADS.popitem(last=False)
+    return out
+
+
+OVERHEADS_KEPT = 8
+_OVERHEADS: OrderedDict[tuple[Any, ...], tuple[Any, Any, dict[str, int]]] = OrderedDict()
+_OVERHEADS_LOCK = threading.Lock()     # a Dask worker may replay in several threads
+
+
+def _fit_overheads(t: Transcript, p: Pipeline,
+                   estimator: str | Estimator | None) -> dict[str, int]:
+    from ctxlab.tokens.accuracy import session_overheads
+
     if estimator is not None:
         return session_overheads(t, estimator)
     by_spec: dict[str, list[str]] = {}

@@ -19,6 +19,7 @@ from ctxlab.engine import StageRun
 from ctxlab.layers import layer_categories, user_texts
 from ctxlab.pipeline import Pipeline, forced_final, trigger_scope
 from ctxlab.schema import TEXT, Transcript
+from ctxlab.stages.table import Table
 from ctxlab.tokens.windows import resolve_window
 
 if TYPE_CHECKING:
@@ -85,6 +86,38 @@ class Sums:
             del per[turn]
             if turn == self.max_turn:       # the last part of the current turn left
                 self.max_turn = max(per, default=0)
+
+    def add_table(self, t: Table, sign: int) -> None:
+        """`add` every part of a table (a stage's hidden or inserted rows): the same sums,
+        gathered per category, turn and message with NumPy when there are many."""
+        cats, tokens = layer_categories(t), t.ints("tokens")
+        turns, msgs, users = t.ints("turn"), t.ints("msg"), user_texts(t)
+        if t.n <= _ROW_BY_ROW:
+            for row in zip(cats.tolist(), tokens.tolist(), turns.tolist(), msgs.tolist(),
+                           users.tolist()):
+                self.add(*row[:4], sign, row[4])
+            return
+        signed = sign * tokens
+        other, attach = cats == "other", cats == "attach"
+        self.other += int(signed[other].sum())
+        self.attach += int(signed[attach].sum())
+        self.system += int(signed[cats == "system"].sum())
+        self.tools += int(signed[cats == "tools"].sum())
+        _bump(self.other_turn, turns[other], signed[other])
+        _bump(self.msg_tokens, msgs[other], signed[other])
+        _bump(self.attach_turn, turns[attach], signed[attach])
+        ones = np.full(t.n, sign, dtype=np.int64)
+        _bump(self.msg_refs, msgs, ones, drop_zero=True)
+        for turn, msg in zip(turns[users].tolist(), msgs[users].tolist()):
+            per = self.user_msgs.setdefault(turn, {})
+            n = per.get(msg, 0) + sign
+            if n:
+                per[msg] = n
+            else:
+                del per[msg]
+        _bump(self.turn_refs, turns, ones, drop_zero=True)
+        # as `add` keeps it part by part: the highest turn that still has a part
+        self.max_turn = max(self.turn_refs, default=0)
 
     def layers(self) -> dict[str, int]:
         turn = self.max_turn
@@ -164,14 +197,35 @@ def apply_to_sums(sums: Sums, made: list[StageRun]) -> None:
     """Take out of the sums what the runs hid and add what they inserted."""
     for run in made:
         for frame, sign in ((run.removed, -1), (run.added, +1)):
-            if frame is None or frame.empty:
-                continue
-            for cat, n, turn, msg, user in zip(layer_categories(frame).tolist(),
-                                               frame.ints("tokens").tolist(),
-                                               frame.ints("turn").tolist(),
-                                               frame.ints("msg").tolist(),
-                                               user_texts(frame).tolist()):
-                sums.add(cat, n, turn, msg, sign, user)
+            if frame is not None and not frame.empty:
+                sums.add_table(frame, sign)
+
+
+_ROW_BY_ROW = 16
+"""`Sums.add_table` adds a table of at most this many parts row by row."""
+
+
+def _bump(per: dict[int, int], keys: np.ndarray, values: np.ndarray,
+          drop_zero: bool = False) -> None:
+    """Add each value to its key's entry (``drop_zero``: an entry that reaches 0 goes).
+
+    Example:
+        >>> d = {1: 5, 2: 1}
+        >>> _bump(d, np.array([2, 3, 1, 3]), np.array([-1, 4, 2, 1]), drop_zero=True)
+        >>> d
+        {1: 7, 3: 5}
+    """
+    if not len(keys):
+        return
+    u, inv = np.unique(keys, return_inverse=True)
+    sums = np.zeros(len(u), dtype=np.int64)
+    np.add.at(sums, inv, values)
+    for k, v in zip(u.tolist(), sums.tolist()):
+        n = per.get(k, 0) + v
+        if n or not drop_zero:
+            per[k] = n
+        else:
+            per.pop(k, None)
 
 
 _LEDGER_TEXT = ("role", "kind", "tool_name", "file_path")

@@ -206,6 +206,35 @@ def test_each_session_fits_its_overhead_with_its_own_estimator():
     assert len(set(r.settings.overhead_tokens.values())) > 1
 
 
+def test_overheads_are_fitted_once_per_log_and_spec(monkeypatch):
+    """A sweep replays a session once per configuration: the fit is remembered per log
+    (the same frames) and estimator spec, not per replay; another log, spec or an
+    estimator instance is fitted again."""
+    import dataclasses
+
+    import ctxlab.tokens.accuracy as accuracy
+    from ctxlab.tokens import estimator
+
+    fits = []
+    real = accuracy.session_overheads
+    monkeypatch.setattr(accuracy, "session_overheads",
+                        lambda t, e: fits.append(getattr(e, "spec", e)) or real(t, e))
+    t = ctxlab.load(DATASETS / "coding_session.jsonl")
+    first = replay(t, "neurolink", window=150_000)
+    again = replay(t, "neuron", window=150_000, estimator=first.settings.pipeline.estimator
+                   .replace("{provider}", "anthropic"))
+    assert len(fits) == 2       # neurolink's spec, then the named spec
+    assert replay(t, "neurolink", window=100_000).settings.overhead_tokens \
+        == first.settings.overhead_tokens and len(fits) == 2
+    replay(t, "neuron", window=150_000, estimator="chars:3")
+    other = dataclasses.replace(t, calls=t.calls.copy())   # another log with equal values
+    replay(other, "neurolink", window=150_000)
+    replay(t, "neurolink", window=150_000, estimator=estimator("chars:4"))
+    assert len(fits) == 5 and fits[2] == "chars:3"
+    assert again.settings.overhead_tokens == {s: real(t, "neurolink:anthropic")[s]
+                                              for s in t.sessions}
+
+
 def test_a_rewound_replay_measures_recall_on_the_calls_it_holds():
     t = ctxlab.load(DATASETS / "coding_session.jsonl")
     r = replay(t, "neurolink", window=150_000)

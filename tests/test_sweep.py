@@ -4,6 +4,7 @@ recommend, and the ``sweep`` command."""
 from __future__ import annotations
 
 import argparse
+import importlib
 import shutil
 
 import numpy as np
@@ -157,6 +158,44 @@ def test_two_workers_give_the_same_rows_in_the_same_order(small, serial):
     assert equal_results(serial, parallel)
     # and the equality check is not vacuous: the rows differ between configurations
     assert serial.groupby("config")["tokens_sent"].sum().nunique() > 1
+
+
+def test_one_worker_reads_each_file_once_and_counts_every_replay(tmp_path, monkeypatch,
+                                                                 capsys):
+    from ctxlab.loaders import registry
+
+    sweep_module = importlib.import_module("ctxlab.sweep")   # ctxlab.sweep is the function
+
+    for i in range(3):      # more logs than a worker keeps loaded, one with 4 sessions
+        shutil.copy(DATASETS / "coding_session_b.jsonl", tmp_path / f"a{i}.jsonl")
+    shutil.copy(DATASETS / "openai_sessions.jsonl", tmp_path / "b.jsonl")
+    assert sweep_module.FILES_KEPT < 4
+    reads: list[str] = []
+    real_get = registry.get
+
+    def counting_get(name):
+        loader = real_get(name)
+
+        class Counting:
+            def load(self, path, options):
+                reads.append(path.name)
+                return loader.load(path, options)
+        return Counting()
+
+    monkeypatch.setattr(registry, "get", counting_get)
+    bars = []
+    real_bar = sweep_module._bar
+    monkeypatch.setattr(sweep_module, "_bar", lambda *a: bars.append(real_bar(*a)) or bars[-1])
+    df = sweep(tmp_path, {"preset": ["neuron"], "threshold": [0.5, 0.7]}, workers=1,
+               progress=True)
+    assert sorted(reads) == ["a0.jsonl", "a1.jsonl", "a2.jsonl", "b.jsonl"]
+    assert len(df) == 2 * 7 and df["config"].tolist() == [0] * 7 + [1] * 7
+    assert bars[0].total == bars[0].n == 14      # b.jsonl's 4 sessions found on the way
+    assert "sweep:   0%|          | 0/8" in capsys.readouterr().err
+    # two workers, a task per log (as many logs as twice the workers): the same rows
+    pooled = sweep(tmp_path, {"preset": ["neuron"], "threshold": [0.5, 0.7]}, workers=2,
+                   progress=True)
+    assert equal_results(df, pooled) and bars[1].total == bars[1].n == 14
 
 
 def test_row_metrics_match_the_replay_itself(serial):
