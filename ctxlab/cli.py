@@ -121,9 +121,20 @@ def corpus_text(c: Corpus, root: Path | None = None) -> str:
     return "\n".join(lines)
 
 
+def _folder(args: argparse.Namespace, path: Path) -> bool:
+    """Is ``path`` a folder? A folder's logs are detected one by one: ``--format``, which
+    forces the loader of one file, is refused rather than left unused."""
+    if not path.is_dir():
+        return False
+    if getattr(args, "format", None) is not None:
+        raise ConfigError(f"{path} is a folder, whose logs are detected one by one: --format "
+                          f"forces the loader of one log file (drop it, or give one file)")
+    return True
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     path = Path(args.path)
-    if path.is_dir():
+    if _folder(args, path):
         print(corpus_text(load_dir(path, strict=args.strict, sidechains=args.sidechains),
                           path))
     else:
@@ -170,14 +181,15 @@ def estimators_text(source: Transcript | Corpus, specs: Sequence[str], reference
     """The ``ctxlab estimators`` text: errors by content class, then against reported usage."""
     from ctxlab.tokens.accuracy import (compare_estimators_df, estimator_errors_df,
                                         reported_usage_df, usage_errors_df)
-    from ctxlab.tokens.calibration import calibrate
+    from ctxlab.tokens.calibration import calibrate, reported_calls
 
     ests: list[str | Estimator] = list(specs)
     lines: list[str] = []
-    has_usage = bool(source.calls["input_total"].notna().sum() >= 3)
+    reported = reported_calls(source)
     if calibration is not None:
-        if not has_usage:
-            raise ConfigError("--calibrate needs reported usage (input_total) on 3+ calls")
+        if reported < 3:
+            raise ConfigError("--calibrate needs reported usage (an input_total above 0) on "
+                              "3+ calls")
         cal = calibrate(source, reference="reported")
         try:
             cal.save(calibration)
@@ -190,7 +202,7 @@ def estimators_text(source: Transcript | Corpus, specs: Sequence[str], reference
     errs = estimator_errors_df(compare_estimators_df(source, ests, reference=reference))
     lines += [f"per part against {reference} (error %: estimate - reference):",
               _table(errs.round(1)), ""]
-    if has_usage:
+    if reported:
         usage = pd.concat([usage_errors_df(reported_usage_df(source, e)) for e in ests])
         lines += ["per call against reported input_total (overhead fitted per session):",
                   _table(usage.round(1))]
@@ -209,7 +221,7 @@ def _cmd_estimators(args: argparse.Namespace) -> int:
         raise ConfigError("give a log file or folder (or --list)")
     path = Path(args.path)
     calibration = output_path(args.calibrate, "--calibrate") if args.calibrate else None
-    source = load_dir(path) if path.is_dir() else load(path, format=args.format)
+    source = load_dir(path) if _folder(args, path) else load(path, format=args.format)
     if source.frame.empty:
         raise ConfigError(f"{path}: no parts to count (ctxlab info {path} says why)")
     print(estimators_text(source, args.estimator or DEFAULT_ESTIMATORS, args.reference,
@@ -301,12 +313,18 @@ def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay
     return t, replay(t, pipeline, window=window, estimator=args.estimator)
 
 
+def _share(v: float) -> str:
+    """A ratio as a percentage; "–" when there is none (NaN: e.g. no needed fact)."""
+    return "–" if v != v else f"{v:.1%}"
+
+
 def summary_lines(r: Replay) -> list[str]:
     """The replay summary, one measure a line."""
     out = []
     for k, v in r.summary().items():
         if isinstance(v, float):
-            text = f"{v:.1%}" if k in ("peak_usage", "recall") else f"{v:,.3g}"
+            text = _share(v) if k in ("peak_usage", "recall") else \
+                "–" if v != v else f"{v:,.3g}"
         else:
             text = f"{v:,}" if isinstance(v, int) else str(v)
         out.append(f"  {k:<13} {text}")
@@ -369,7 +387,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
           f"{_count(s['compactions'], 'compaction')}, {_count(s['events'], 'event')}, "
           f"{_count(s['failures'], 'failed summarizer attempt')}; "
           f"peak request {s['peak_tokens']:,} tokens ({s['peak_usage']:.1%} of the limit); "
-          f"needed-fact recall {s['recall']:.1%}")
+          f"needed-fact recall {_share(s['recall'])}")
     return 0
 
 

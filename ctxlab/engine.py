@@ -10,7 +10,7 @@ as soon as the request is under the target.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,17 +171,20 @@ def run_stages(t: Transcript, view: View, stages: Sequence[Stage], *, end_pos: f
 
 
 def run_on(history: SessionHistory, view: View, stages: Sequence[Stage], *, end_pos: float,
-           trigger: str | None, until_target: bool = True) -> tuple[View, list[StageRun]]:
+           trigger: str | None, until_target: bool = True,
+           measure: Callable[[View], int] | None = None) -> tuple[View, list[StageRun]]:
     """`run_stages` on a session history: the edits are recorded in it, nothing is copied.
 
     The view is updated edit by edit (hidden parts leave, inserted parts are counted and
     join, layers are assigned again), which gives the same view as rebuilding it from
-    the edited transcript.
+    the edited transcript. ``measure``: what is held against the target (None: the whole
+    request, ``view.total_tokens``).
     """
     runs: list[StageRun] = []
     grammar = sum(view_grammar(view).values())
     for st in stages:
-        if until_target and runs and view.total_tokens <= view.target_tokens:
+        if until_target and runs and (view.total_tokens if measure is None
+                                      else measure(view)) <= view.target_tokens:
             break
         before = view.total_tokens
         t0 = time.perf_counter()

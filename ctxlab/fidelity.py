@@ -129,10 +129,13 @@ def fidelity_errors_df(fidelity: pd.DataFrame) -> pd.DataFrame:
         the calls where the real log and the replay have compacted equally often, so a
         compaction predicted a few calls late does not count as estimation error.
     """
-    f = fidelity.dropna(subset=["error_pct"]).copy()
+    # compactions counted over every call (one at a call without usage counts too), then
+    # the calls with both numbers kept
+    f = fidelity.copy()
     real_seg = f.groupby("session", sort=False)["real_compaction"].cumsum()
     pred_seg = f.groupby("session", sort=False)["predicted_compaction"].cumsum()
     f["aligned"] = (real_seg == pred_seg).to_numpy()
+    f = f.dropna(subset=["error_pct"])
     f["abs_pct"] = f["error_pct"].astype("float64").abs()
     rows = []
     for session, g in f.groupby("session", sort=False):

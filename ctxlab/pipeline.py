@@ -68,6 +68,8 @@ class Pipeline:
             replayed request is still the logged one; the estimate afterwards).
         estimator: spec used when `compact` is given none; ``{provider}`` is filled
             from the call's model.
+        default_window: the window of a model the window registry does not know (None:
+            the registry's fallback, seed 000's 128,000; seed 002 falls back to 131,072).
         description: one line for listings.
     """
 
@@ -86,6 +88,7 @@ class Pipeline:
     on_over: OnOver = "send"
     trigger_on: TriggerOn = "estimated"
     estimator: str = "chars:4"
+    default_window: int | None = None
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -93,6 +96,11 @@ class Pipeline:
             raise ConfigError(f"threshold must be a ratio in (0, 10], not {self.threshold!r}")
         if self.target is not None and not _ratio(self.target):
             raise ConfigError(f"target must be a ratio in (0, 10], not {self.target!r}")
+        if self.default_window is not None and (
+                isinstance(self.default_window, bool) or not isinstance(self.default_window, int)
+                or self.default_window <= 0):
+            raise ConfigError(f"default_window must be a number of tokens > 0 or None, not "
+                              f"{self.default_window!r}")
         if self.limit == "fixed" and not (self.limit_tokens and self.limit_tokens > 0):
             raise ConfigError("limit='fixed' needs limit_tokens > 0")
         if self.trigger_on not in ("estimated", "reported"):
@@ -220,11 +228,37 @@ def forced_final(p: Pipeline, total: int, limit: int, tools: Callable[[], int],
     return not (total - tools() <= limit and one_turn())
 
 
-def within_target(p: Pipeline, tokens: int, target: int, limit: int, triggered: bool) -> bool:
-    """A request's verdict after compaction: at or under the target when the trigger fired;
-    when it did not, at or under the limit if stages are enforced on every request (their
-    budget), else True."""
-    return tokens <= target if triggered else not p.enforce or tokens <= limit
+def within_target(p: Pipeline, tokens: int, target: int, limit: int, triggered: bool,
+                  measured: int | None = None) -> bool:
+    """A request's verdict after compaction: what the trigger measures (``measured``; None:
+    the whole request, ``tokens``) at or under the target when the trigger fired; when it
+    did not, the request at or under the limit if stages are enforced on every request
+    (their budget), else True."""
+    if triggered:
+        return (tokens if measured is None else measured) <= target
+    return not p.enforce or tokens <= limit
+
+
+def scoped(p: Pipeline) -> bool:
+    """Does the trigger measure less than the whole request (some layers, or the request
+    without its tool definitions)? The triggered stages then work towards a target of that
+    same quantity (seed 004's composite strategy re-estimates the messages alone)."""
+    return p.trigger_layers is not None or not p.trigger_tools
+
+
+def trigger_measure(p: Pipeline, view: View) -> int:
+    """What the trigger measures on a view (`trigger_scope`)."""
+    checked = checked_tokens(view, p.trigger_layers)
+    if not p.trigger_tools:
+        checked -= checked_tokens(view, ("tools",))
+    return checked
+
+
+def measured_from_layers(p: Pipeline, total: int, layers: dict[str, int]) -> int:
+    """`trigger_measure` from a request's layer sums and its ``total`` (a replay's)."""
+    checked = total if p.trigger_layers is None else sum(
+        v for name, v in layers.items() if name in p.trigger_layers)
+    return checked - layers["tools"] if not p.trigger_tools else checked
 
 
 def _ratio(x: Any) -> bool:
@@ -275,9 +309,12 @@ def call_models(t: Transcript, session: str) -> dict[int, str | None]:
     return out
 
 
-def window_for(t: Transcript, session: str, call: int) -> int:
-    """The context window of the model that made a call (registry lookup; `call_models`)."""
-    return resolve_window(model=call_models(t, session).get(int(call))).window_tokens
+def window_for(t: Transcript, session: str, call: int, default: int | None = None) -> int:
+    """The context window of the model that made a call (registry lookup; `call_models`);
+    ``default``: the window of a model the registry does not know (None: its fallback)."""
+    r = resolve_window(model=call_models(t, session).get(int(call)))
+    return default if default is not None and r.method == "global-default" \
+        else r.window_tokens
 
 
 def session_provider(t: Transcript, session: str) -> str:
@@ -354,7 +391,8 @@ def compact(t: Transcript, pipeline: str | Pipeline, *, window: int | None = Non
         raise ConfigError(f"session {session!r} has no LLM calls to compact")
     call = int(calls["call"].max()) if call is None else int(call)
     end = call_end_pos(t, session, call)
-    win = int(window) if window is not None else window_for(t, session, call)
+    win = int(window) if window is not None else window_for(t, session, call,
+                                                            p.default_window)
     est = get_estimator(estimator) if estimator is not None else \
         pipeline_estimator(p, session_provider(t, session))
     limit = p.limit_for(win)
@@ -381,14 +419,13 @@ def compact_view(history: SessionHistory, view: View, p: Pipeline, *, end_pos: f
                             until_target=False)
         runs += more
     if checked is None:
-        checked = checked_tokens(view, p.trigger_layers)
-        if not p.trigger_tools:
-            checked -= checked_tokens(view, ("tools",))
+        checked = trigger_measure(p, view)
     else:
         checked += view.total_tokens - before  # what always-stages saved
     triggered = force or checked > p.threshold * view.limit_tokens
     if triggered and p.stages:
-        view, more = run_on(history, view, p.stages, end_pos=end_pos, trigger="threshold")
+        view, more = run_on(history, view, p.stages, end_pos=end_pos, trigger="threshold",
+                            measure=(lambda v: trigger_measure(p, v)) if scoped(p) else None)
         runs += more
     if p.enforce:
         view, more = run_on(history, view, p.enforce, end_pos=end_pos, trigger="enforce",
@@ -411,7 +448,8 @@ def compact_view(history: SessionHistory, view: View, p: Pipeline, *, end_pos: f
         stages_used=tuple(run.stage for run in runs if run.event is not None),
         tokens_before=before, tokens_after=after, limit_tokens=limit, target_tokens=target,
         window_tokens=view.window_tokens,
-        within_target=within_target(p, after, target, limit, triggered),
+        within_target=within_target(p, after, target, limit, triggered,
+                                    trigger_measure(p, view) if scoped(p) else None),
         over_window=after > view.window_tokens,
         forced_final=forced_final(p, after, limit, lambda: checked_tokens(view, ("tools",)),
                                   one_turn),

@@ -10,11 +10,14 @@ preset                   behaviour
                          remove the intermediate monologue of older segments. chars/4.
 ``ai-agent``             seed 002: every tool output over 12,288 bytes is cut behind a
                          handle; over the effective limit (window − 8,192 − ⌊window/4⌋)
-                         the guard forces a final turn. max(cl100k, chars/4).
+                         the guard forces a final turn. max(cl100k, chars/4). A model
+                         the window table does not know gets seed 002's 131,072.
 ``copilot-legacy``       seed 003 as shipped: agent history keeps final answers, 30
                          messages; carried context previewed; only L2+L3+L5 are checked
                          against the 128k autoCompactThreshold — L1 and L4 are never
-                         counted, so project context overflows the window.
+                         counted, so project context overflows the window. Projects-mode
+                         chains check against PROJECT_COMPACT_THRESHOLD instead:
+                         ``preset("copilot-legacy", limit_tokens=1_000_000)``.
 ``copilot-fixed``        seed 003's fix plan (phase 1 and 2.1) over the shipped compactors:
                          L2+L3 blocks are summarized when L1+tools+L2+L3+L5 pass the 128k
                          autoCompactThreshold (the L1-aware trigger, ``threshold − L1``);
@@ -49,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from ctxlab.errors import ConfigError
 from ctxlab.pipeline import Pipeline, stages_from
 from ctxlab.stages.reattach import Reattach, claude_code_summarize
+from ctxlab.tokens.windows import AI_AGENT_DEFAULT_CONTEXT_WINDOW
 
 if TYPE_CHECKING:
     from ctxlab.loaders.corpus import Corpus
@@ -88,6 +92,7 @@ def _ai_agent() -> Pipeline:
                                           "handle": True})]),
                     threshold=1.0, limit="effective", on_over="final",
                     estimator="max:tiktoken:cl100k_base,chars:4",
+                    default_window=AI_AGENT_DEFAULT_CONTEXT_WINDOW,
                     description="seed 002: cut big tool outputs; force a final turn over limit")
 
 

@@ -32,7 +32,8 @@ from ctxlab.history import SessionHistory
 from ctxlab.layers import assign_layers, layer_categories, user_texts
 from ctxlab.pipeline import (Pipeline, call_models, compact_view, forced_final,
                              pipeline_estimator, request_note, resolve_pipeline,
-                             session_provider, trigger_scope, within_target)
+                             measured_from_layers, session_provider, trigger_scope,
+                             within_target)
 from ctxlab.replay_state import (Anchor, Sums, after_values, apply_to_sums, call_row,
                                  empty_ledger, event_row, events_frame, ledger_rows,
                                  window_of)
@@ -259,7 +260,9 @@ def _fitted_overheads(t: Transcript, p: Pipeline,
     spec = p.estimator if estimator is None else estimator
     if not isinstance(spec, str):
         return _fit_overheads(t, p, estimator)
-    key = (id(t.frame), id(t.calls), id(t.events), spec)
+    from ctxlab.tokens.registry import instance_key
+
+    key = (id(t.frame), id(t.calls), id(t.events), instance_key(spec))   # a rewritten file too
     with _OVERHEADS_LOCK:
         got = _OVERHEADS.get(key)
         if got is not None and got[0] is t.frame and got[1] is t.calls:
@@ -412,7 +415,8 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
             _, i = heapq.heappop(exits)
             sums.add(cats[i], tokens[i], turns[i], msgs[i], -1, users[i])
             rows_seen.left.append(i)
-        win = settings.window if settings.window is not None else window_of(models[k])
+        win = settings.window if settings.window is not None else \
+            window_of(models[k], p.default_window)
         limit = p.limit_for(win)
         layers = sums.layers()
         total = sum(layers.values()) + est.framing(sums.messages)
@@ -431,7 +435,8 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
         if quiet is not None and not woken and not rows_seen.left and not (fire and p.stages) \
                 and quiet[0] == (win, limit, row["target_tokens"]):
             # the always-stages would do nothing again and no other stage runs
-            within = within_target(p, total, row["target_tokens"], limit, fire)
+            within = within_target(p, total, row["target_tokens"], limit, fire,
+                                   measured_from_layers(p, total, layers))
             row.update({"triggered": fire, "within_target": within,
                         "note": request_note(quiet[1], triggered=fire, within_target=within,
                                              over_window=total > win,
@@ -466,8 +471,9 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
             row.update(after_values(after, after_total, limit))
             row.update({"triggered": r.triggered, "compacted": bool(made),
                         "stages_used": ",".join(r.stages_used),
-                        "within_target": within_target(p, after_total, r.target_tokens,
-                                                       limit, r.triggered),
+                        "within_target": within_target(
+                            p, after_total, r.target_tokens, limit, r.triggered,
+                            measured_from_layers(p, after_total, after)),
                         "over_window": after_total > win,
                         "forced_final": forced_final(p, after_total, limit,
                                                      lambda: after["tools"], one_turn),

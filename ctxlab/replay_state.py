@@ -182,15 +182,18 @@ class Anchor:
                         if total_at is None else total_at(end))
 
 
-def window_of(model: Any) -> int:
-    """The context window of a model (registry lookup, cached)."""
-    key = model if isinstance(model, str) else None
+def window_of(model: Any, default: int | None = None) -> int:
+    """The context window of a model (registry lookup, cached); ``default``: the window of
+    a model the registry does not know (None: the registry's fallback)."""
+    key = (model if isinstance(model, str) else None, default)
     if key not in _WINDOWS:
-        _WINDOWS[key] = resolve_window(model=key).window_tokens
+        r = resolve_window(model=key[0])
+        _WINDOWS[key] = default if default is not None and r.method == "global-default" \
+            else r.window_tokens
     return _WINDOWS[key]
 
 
-_WINDOWS: dict[str | None, int] = {}
+_WINDOWS: dict[tuple[str | None, int | None], int] = {}
 
 
 def apply_to_sums(sums: Sums, made: list[StageRun]) -> None:

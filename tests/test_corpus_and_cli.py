@@ -151,3 +151,57 @@ def test_cli_estimators_list_and_errors(capsys: pytest.CaptureFixture[str]):
     assert main(["estimators", str(datasets.path("coding_session_b")), "-e", "bogus"]) == 2
     err = capsys.readouterr().err
     assert "unknown estimator 'bogus'" in err and "chars" in err
+
+
+def test_cli_refuses_a_format_for_a_folder_and_compares_one_call_with_usage(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """``--format`` forces one file's loader: with a folder it is an error, not ignored.
+    A log with reported usage on one call gets its per-call comparison (the 3 calls
+    calibration needs are not needed there); inputs reported as 0 are no usage, and
+    calibrating on them is a one-line error."""
+    import json
+
+    def conversation(cid: str, prompt_tokens: int) -> dict:
+        return {"id": cid, "model": "gpt-4o", "messages": [
+            {"role": "user", "content": "Hello there " * 10},
+            {"role": "assistant", "content": "Hi.",
+             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": 3,
+                       "total_tokens": prompt_tokens + 3}}]}
+
+    one = tmp_path / "logs" / "one.jsonl"
+    one.parent.mkdir()
+    one.write_text(json.dumps(conversation("a", 40)) + "\n", encoding="utf-8")
+    for command in (["info"], ["estimators", "-e", "chars:4"]):
+        assert main([*command, str(one.parent), "--format", "gemini"]) == 2
+        assert "is a folder" in capsys.readouterr().err
+    assert main(["estimators", str(one), "-e", "chars:4"]) == 0
+    out = capsys.readouterr().out
+    assert "per call against reported input_total" in out and "no reported usage" not in out
+    zero = tmp_path / "zero.jsonl"
+    zero.write_text("".join(json.dumps(conversation(c, 0)) + "\n" for c in "abc"),
+                    encoding="utf-8")
+    assert main(["estimators", str(zero), "-e", "chars:4"]) == 0
+    assert "no reported usage" in capsys.readouterr().out
+    assert main(["estimators", str(zero), "-e", "chars:4", "--calibrate",
+                 str(tmp_path / "cal.json")]) == 2
+    assert "input_total above 0" in capsys.readouterr().err
+    # the shape tokenizer, not reported usage (it failed on the zeros)
+    assert ctxlab.calibrate(ctxlab.load(zero)).calibration.reference != "reported"
+
+
+def test_a_replay_with_no_needed_fact_says_so_rather_than_nan(tmp_path: Path):
+    import json
+
+    from ctxlab.cli import summary_lines
+
+    log = tmp_path / "one.jsonl"
+    log.write_text(json.dumps({"id": "a", "model": "gpt-4o", "messages": [
+        {"role": "user", "content": "Hello there"},
+        {"role": "assistant", "content": "Hi.",
+         "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}}]}) + "\n",
+        encoding="utf-8")
+    r = ctxlab.replay(ctxlab.load(log), "neuron")
+    assert r.summary()["recall"] != r.summary()["recall"]        # NaN: nothing needed
+    lines = summary_lines(r)
+    assert any(line.split() == ["recall", "–"] for line in lines)
+    assert not any("nan" in line for line in lines)

@@ -310,6 +310,22 @@ def test_fidelity_df_on_a_small_log():
     assert e["aligned_mape_pct"] == pytest.approx((10 + 5.555556 + 20) / 3)
 
 
+def test_a_compaction_at_a_call_without_usage_still_counts_for_alignment():
+    """Calls are aligned when both sides compacted equally often: a predicted compaction
+    at a call with no reported usage counts, though that call has no error to measure."""
+    fid = pd.DataFrame({"session": "s", "call": [0, 1, 2, 3], "segment": [0, 0, 1, 1],
+                        "input_total": pd.array([100, None, 300, 50], dtype="Int64"),
+                        "est_tokens_before": pd.array([100, 200, 300, 60], dtype="Int64"),
+                        "est_tokens": pd.array([100, 200, 300, 60], dtype="Int64"),
+                        "error_tokens": pd.array([0.0, None, 0.0, 10.0], dtype="Float64"),
+                        "error_pct": pd.array([0.0, None, 0.0, 20.0], dtype="Float64"),
+                        "real_compaction": [False, False, True, False],
+                        "predicted_compaction": [False, True, True, False]})
+    e = fidelity_errors_df(fid).iloc[0]
+    # replay: 1 compaction by call 1, 2 by call 2; the log: 1 by call 2 -> only call 0
+    assert (e["calls"], e["aligned_calls"], e["aligned_mape_pct"]) == (3, 1, 0.0)
+
+
 def test_a_triggered_call_where_no_stage_acted_is_not_a_prediction():
     rows = _rows([110, 170, 250, 60], [False, True, False, False])
     rows["stages_used"] = ""

@@ -469,12 +469,14 @@ def test_cut_file_reports_truncated_last_line(tmp_path: Path) -> None:
     assert_every_line_once(t, cut)
 
 
+@pytest.mark.parametrize("how", ["unparseable", "no message object"])
 @pytest.mark.parametrize("which", [0.25, 0.5, 0.9])
 def test_a_lost_line_does_not_cut_the_conversation_before_it(tmp_path: Path,
-                                                             which: float) -> None:
-    """One unreadable line mid-file, a message that later records hang off: the records
-    whose parent it was continue from the conversation record before it (meta
-    ``chain_bridged``), instead of every earlier record falling off the chain."""
+                                                             which: float, how: str) -> None:
+    """One unreadable line mid-file (not JSON, or a record of an unexpected shape), a
+    message that later records hang off: the records whose parent it was continue from
+    the conversation record before it (meta ``chain_bridged``), instead of every earlier
+    record falling off the chain (reported as never sent, which they were)."""
     from tests.conftest import DATASETS
 
     lines = (DATASETS / "coding_session_b.jsonl").read_text(encoding="utf-8").split("\n")
@@ -484,7 +486,11 @@ def test_a_lost_line_does_not_cut_the_conversation_before_it(tmp_path: Path,
               if r.get("type") in ("user", "assistant") and r.get("uuid") in parents]
     lost = linked[int(which * len(linked))]
     whole = ctxlab.load(DATASETS / "coding_session_b.jsonl")
-    lines[lost - 1] = lines[lost - 1][10:]
+    if how == "unparseable":
+        lines[lost - 1] = lines[lost - 1][10:]
+    else:
+        lines[lost - 1] = json.dumps({k: v for k, v in recs[lost - 1].items()
+                                      if k != "message"})
     p = tmp_path / "lost.jsonl"
     p.write_text("\n".join(lines), encoding="utf-8")
     t = ctxlab.load(p)

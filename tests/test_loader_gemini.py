@@ -273,3 +273,46 @@ def test_thoughts_in_a_rewritten_history_are_never_input(tmp_path: Path) -> None
     back = t.rewind()
     assert "thinking" not in back.effective()["kind"].tolist()
     assert set(back.events["origin"]) == {"not_resent"}
+
+
+def test_a_tool_call_without_a_name_is_left_out_alone() -> None:
+    """One tool call of a real message lost its name: that call (and its result) is
+    reported with where it is; the message's usage, thoughts, other calls and results
+    stay."""
+    path = realdata_path(JSONL)
+    lines = path.read_text(encoding="utf-8").split("\n")
+    k = next(i for i, x in enumerate(lines)
+             if x.strip() and len(json.loads(x).get("toolCalls") or []) > 1)
+    rec = json.loads(lines[k])
+    n_tools = len(rec["toolCalls"])
+    del rec["toolCalls"][1]["name"]
+    lines[k] = json.dumps(rec)
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "gemini.jsonl"
+        p.write_text("\n".join(lines), encoding="utf-8")
+        t, whole = ctxlab.load(p), ctxlab.load(path)
+    assert t.calls["input_total"].tolist() == whole.calls["input_total"].tolist()
+    part_of = t.frame[t.frame["source"].str.endswith(f":{k + 1}")]
+    whole_of = whole.frame[whole.frame["source"].str.endswith(f":{k + 1}")]
+    assert len(part_of) == len(whole_of) - 2 and n_tools > 1
+    sk = t.load_report.skipped
+    assert sk[["line", "where"]].values.tolist() == [[k + 1, "toolCalls[1]"]]
+    assert "without a name" in sk["reason"].iloc[0]
+
+
+def test_a_single_part_or_a_text_is_a_list_of_one(tmp_path: Path) -> None:
+    """gemini-cli's PartListUnion: a result or content given as one Part or a text is
+    read as a list of one (it became a part per key or per character)."""
+    g = {"id": "g1", "type": "gemini", "content": "", "tokens": _tokens(100, 5),
+         "toolCalls": [{**_call("c1", "read_file", {"file_path": "a.py"}, "x"),
+                        "result": {"functionResponse": {"id": "c1", "name": "read_file",
+                                                        "response": {"output": "x = 1"}}}},
+                       {**_call("c2", "run", {"command": "ls"}, ""), "result": "a.py b.py"}]}
+    recs = [{"sessionId": "s", "projectHash": "h"},
+            {"id": "u1", "type": "user", "content": {"text": "please use uv run"}}, g]
+    t = ctxlab.load(write(tmp_path, recs))
+    f = t.frame
+    assert f[["kind", "content"]].values.tolist()[0] == ["text", "please use uv run"]
+    res = f[f["tool_call_id"].isin(["c1", "c2"]) & (f["role"] == "user")]
+    assert res["content"].tolist() == ['{"output": "x = 1"}', "a.py b.py"]
+    assert len(t.load_report.skipped) == 0

@@ -85,6 +85,39 @@ def test_neuron_triggers_on_the_messages_without_the_tool_definitions():
     assert compact(t, whole, session=s, call=k).triggered
 
 
+def test_neuron_stops_once_the_messages_are_under_target_whatever_the_tools():
+    """Seed 004's composite strategy re-estimates the messages after each strategy and
+    stops once they are under the threshold: the tool definitions, which its trigger
+    leaves out, keep no later strategy running (nor make the request 'over target')."""
+    from dataclasses import replace
+
+    t = ctxlab.load(DATASETS / "openai_sessions.jsonl")
+    s = t.sessions[0]
+    k = int(t.calls.loc[t.calls["session"] == s, "call"].max())
+    p = preset("neuron")
+    roomy = compact(t, replace(p, limit_tokens=10**8), session=s, call=k)
+    tokens = roomy.view.parts["tokens"]
+    messages = roomy.tokens_before - int(tokens[roomy.view.parts["layer"] == "tools"].sum())
+    cleared = compact(t, replace(p, limit_tokens=10**8, stages=p.stages[:1]), session=s,
+                      call=k, force=True)
+    assert cleared.stages_used == ("clear_tool_results",)
+    after = cleared.tokens_after - (roomy.tokens_before - messages)   # messages left
+    assert after < messages
+    # a limit whose threshold the cleared messages are under, but not with the tools
+    limit = int((after + 1) / p.threshold) + 1
+    tool_heavy = replace(p, limit_tokens=limit)
+    res = compact(t, tool_heavy, session=s, call=k, force=True)
+    assert res.tokens_after > res.target_tokens >= after       # the whole request is over
+    assert res.stages_used == ("clear_tool_results",) and res.within_target
+    assert res.note == ""
+    # the replay's verdict measures the same
+    c = ctxlab.replay(t.session(s), replace(p, limit_tokens=limit)).calls
+    fired = c[c["triggered"]]
+    messages_in = fired["tokens_after"] - fired["tools_after"] <= fired["target_tokens"]
+    assert fired["within_target"].tolist() == messages_in.tolist()
+    assert len(fired) and fired["tools_after"].gt(0).all()
+
+
 def test_ai_agent_lets_a_first_turn_through_that_only_its_schemas_push_over():
     """Seed 002: "If only schema tokens overflow and base projection (without schema) fits
     within limit, the guard returns ok" (in the first turn the projection leaves the
@@ -285,3 +318,25 @@ def test_presets_on_real_claude_code_sessions_at_their_real_window(name):
         assert (ok | (rows["note"] != "")).all(), rows[~ok].head()
         if name in ("neurolink", "neuron", "observation-masking"):
             assert rows["over_window"].sum() == 0
+
+
+def test_ai_agent_gives_an_unknown_model_seed_002s_fallback_window():
+    """Seed 002 falls back to 131,072 tokens for a model it does not know (seed 000, and
+    the other presets, to 128,000); a known model keeps its window."""
+    from dataclasses import replace
+
+    from ctxlab.errors import ConfigError
+
+    t = ctxlab.load(DATASETS / "openai_sessions.jsonl")
+    s = t.sessions[0]
+    calls = t.calls.copy()
+    calls["model"] = "some-model-nobody-knows"
+    unknown = replace(t, calls=calls)
+    k = int(calls.loc[calls["session"] == s, "call"].max())
+    assert compact(unknown, "ai-agent", session=s, call=k).window_tokens == 131_072
+    assert compact(unknown, "neuron", session=s, call=k).window_tokens == 128_000
+    c = ctxlab.replay(unknown.session(s), "ai-agent").calls
+    assert set(c["window_tokens"]) == {131_072}
+    assert set(ctxlab.replay(t.session(s), "ai-agent").calls["window_tokens"]) != {131_072}
+    with pytest.raises(ConfigError, match="default_window"):
+        replace(preset("ai-agent"), default_window=0)

@@ -153,3 +153,48 @@ def test_real_claude_code_held_out_session_within_five_percent():
     mape = usage_errors_df(reported_usage_df(held_out, est))["mape_pct"].item()
     chars = usage_errors_df(reported_usage_df(held_out, "chars:4"))["mape_pct"].item()
     assert mape <= 5.0 and mape < chars / 3
+
+
+def test_a_calibration_saved_again_under_the_same_name_is_read_again(coding, tmp_path,
+                                                                     monkeypatch):
+    """``calibrated:<file>`` is the file as it is now: re-calibrating and saving to the same
+    path gives the new rates (the shared instance was the first file's forever), and a
+    replay fits its overheads with them."""
+    import os
+
+    from ctxlab.tokens import estimator
+
+    path = tmp_path / "cal.json"
+    first = calibrate(coding, reference="reported")
+    first.save(path)
+    a = estimator(f"calibrated:{path}")
+    assert estimator(f"calibrated:{path}") is a              # unchanged file: one instance
+    short = coding.session(coding.sessions[0])
+    calls = short.calls.copy()
+    calls["input_total"] = (calls["input_total"] * 1.3).round().astype("Int64")
+    import dataclasses
+    second = calibrate(dataclasses.replace(short, calls=calls), reference="reported")
+    assert second.rates.scale != first.rates.scale
+    second.save(path)
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))   # a later write
+    b = estimator(f"calibrated:{path}")
+    assert b is not a and b.rates.scale == pytest.approx(second.rates.scale)
+    assert estimator(f"max:calibrated:{path},chars:4") is estimator(
+        f"max:calibrated:{path},chars:4")
+
+
+def test_a_fixed_overhead_may_be_any_number(coding):
+    """A NumPy number (an overhead read back from an earlier frame) is a fixed overhead,
+    not a request to fit one; anything else is an error naming what to pass."""
+    import numpy as np
+
+    from ctxlab.errors import ConfigError
+    from ctxlab.tokens.accuracy import reported_usage_df
+
+    for value in (20_000, 20_000.0, np.int64(20_000), np.float32(20_000)):
+        u = reported_usage_df(coding, "chars:4", overhead=value)
+        assert set(u["overhead_tokens"]) == {20_000}
+    for bad in ("20000", True, None):
+        with pytest.raises(ConfigError, match="overhead is 'fit'"):
+            reported_usage_df(coding, "chars:4", overhead=bad)

@@ -172,6 +172,15 @@ def test_fidelity_says_so_when_the_log_reports_no_usage(small, small_page):
     assert "none counted: the log reports no usage to fit it from" in page
 
 
+def test_the_settings_name_the_estimator_each_session_was_counted_with():
+    """A pipeline's estimator spec is a template (``neurolink:{provider}``): the settings
+    name the specs the sessions were counted with."""
+    t = ctxlab.load(DATASETS / "openai_sessions.jsonl")
+    page = report_html(ctxlab.replay(t, "neurolink", window=100_000), transcript=t)
+    assert "neurolink:openai (the pipeline&#x27;s neurolink:{provider})" in page \
+        or "neurolink:openai (the pipeline's neurolink:{provider})" in page
+
+
 def test_without_the_transcript_the_page_says_real_compactions_are_unknown(small):
     _, r = small
     assert "real compaction points are missing" in report_html(r)

@@ -313,9 +313,13 @@ class RecordFile:
                 self.skip(line, "untyped", "unexpected shape: no record type")
             else:
                 self.records.append((line, obj))
-        # lines that could not be read (a lost parent of the conversation graph)
-        self.unread = sorted({*self.log.skipped_lines(),
-                              *(ln for ln, d in self.decided.items() if d[0] == "skipped")})
+
+    @property
+    def unread(self) -> list[int]:
+        """The lines skipped so far: not JSON, or a record of an unexpected shape (a lost
+        link of the conversation graph either way)."""
+        return sorted({*self.log.skipped_lines(),
+                       *(ln for ln, d in self.decided.items() if d[0] == "skipped")})
 
     def used(self, line: int, record: str, parts: int = 0) -> None:
         """The record became parts (or an event, or meta); the first decision stands."""

@@ -74,14 +74,28 @@ def _small(value: Any, limit: int = 2000) -> Any:
     return value if len(text) <= limit else {"chars": len(text)}
 
 
-def content_specs(content: Any, role: str) -> list[dict[str, Any]]:
-    """Parts of a Gemini ``content`` value: a string or a list of Gemini ``Part`` objects."""
-    if content is None or content == "":
+def part_list(value: Any) -> list[Any]:
+    """A Gemini ``PartListUnion`` (a text, one ``Part``, or a list of them) as a list, as
+    gemini-cli's ``toParts`` reads it.
+
+    Example:
+        >>> part_list("hi"), part_list({"text": "hi"}), part_list(None)
+        (['hi'], [{'text': 'hi'}], [])
+    """
+    if value is None or value == "":
         return []
-    if isinstance(content, str):
-        return [{"kind": "text", "content": content}]
+    if isinstance(value, (str, Mapping)):
+        return [value]
+    if isinstance(value, list):
+        return value
+    raise TypeError(f"expected a text, a Part or a list of them, not a JSON "
+                    f"{type(value).__name__}")
+
+
+def content_specs(content: Any, role: str) -> list[dict[str, Any]]:
+    """Parts of a Gemini ``content`` value: a text, a Gemini ``Part`` or a list of them."""
     specs: list[dict[str, Any]] = []
-    for p in content:
+    for p in part_list(content):
         if isinstance(p, str):
             specs.append({"kind": "text", "content": p})
         elif isinstance(p.get("text"), str):
@@ -152,14 +166,20 @@ class _Chat:
                  for t in rec.get("thoughts") or []]
         specs += content_specs(rec.get("content"), "assistant")
         results: list[dict[str, Any]] = []
-        for tc in rec.get("toolCalls") or []:
+        problems: list[tuple[str, str]] = []        # (where in the message, reason)
+        for j, tc in enumerate(rec.get("toolCalls") or []):
+            if not isinstance(tc, Mapping) or tc.get("name") is None:
+                problems.append((f"toolCalls[{j}]", "unexpected shape: a tool call without "
+                                 "a name: it and its result are left out of the call, the "
+                                 "rest of the message is loaded"))
+                continue
             name, args = str(tc["name"]), tc.get("args") or {}
             specs.append({"kind": "tool_call", "tool_name": name, "tool_call_id": tc.get("id"),
                           "content": tool_call_text(name, args),
                           "file_path": file_path_from_args(args),
                           "meta": {k: tc[k] for k in ("status", "displayName")
                                    if isinstance(tc.get(k), str)} or None})
-            for r in tc.get("result") or []:
+            for r in part_list(tc.get("result")):
                 spec = content_specs([r], "user")[0]
                 spec["tool_name"] = spec.get("tool_name") or name
                 spec["tool_call_id"] = spec.get("tool_call_id") or tc.get("id")
@@ -167,8 +187,18 @@ class _Chat:
                 results.append(spec)
         model = rec.get("model") if isinstance(rec.get("model"), str) else None
         out.update(specs=specs, results=results, model=model, usage=_usage(rec.get("tokens")),
-                   call_id=rec.get("id") if isinstance(rec.get("id"), str) else None)
+                   call_id=rec.get("id") if isinstance(rec.get("id"), str) else None,
+                   problems=problems)
         return out
+
+    def report(self, plans: list[dict[str, Any] | None], line: int | None, where: str | None,
+               each: str | None = None) -> None:
+        """Report the pieces of planned messages that were left out (``each``: where the
+        messages are in the record, ``"messages"`` for ``messages[i]``)."""
+        for i, plan in enumerate(plans):
+            for inner, reason in (plan or {}).get("problems", ()):
+                at = ".".join(w for w in (where, f"{each}[{i}]" if each else None, inner) if w)
+                self.log.skipped("toolCall", reason, line=line, where=at)
 
     def emit(self, plan: Mapping[str, Any], source: str, event: int | None = None) -> int:
         """Add a planned message (a gemini message is one LLM call unless inserted)."""
@@ -237,6 +267,7 @@ class _Chat:
 
     def replace(self, messages: list[Any], line: int | None) -> int:
         plans = [self.plan(m) for m in messages]  # shapes checked before changing anything
+        self.report(plans, line, None, "$set.messages")
         if not messages and not self.msg_parts:
             return 0
         eid = self.b.event(trigger="replace", pre_tokens=None, source=self.loc(line, None),
@@ -323,6 +354,7 @@ def _walk(chat: _Chat, entries: list[Entry], log: RecordLog) -> None:
                     continue
                 header_seen = True
                 plans = [chat.plan(m) for m in rec.get("messages") or []]
+                chat.report(plans, line, where, "messages")
                 src = chat.loc(line, where)
                 log.used("header", line=line, where=where,
                          parts=sum(chat.emit(p, src) for p in plans if p is not None))
@@ -365,6 +397,7 @@ def _message(chat: _Chat, entries: list[Entry], i: int, first: int, last: int,
                     "to the model", line=ln, where=wh)
     else:
         log.used(ftype, line=ln, where=wh, parts=chat.emit(plan, chat.loc(ln, wh)))
+        chat.report([plan], ln, wh)
 
 
 LOADER = register(Loader(name="gemini", description="Gemini CLI chat recording (JSONL or JSON)",

@@ -56,7 +56,19 @@ EVENT_REASONS = {
     "logger": "log message", "info": "informational event", "error": "sample error",
     "input": "console input", "approval": "tool-call approval",
     "subtask": "subtask bookkeeping", "sample_limit": "limit reached",
+    "compaction": "Inspect's own compaction of the messages it sends: the model events "
+                  "after it say what was sent (see the load report's entries for them)",
 }
+
+
+def _input_differs(sent: list[Any], conversation: list[Any]) -> str:
+    """Why a call's recorded input is not the conversation's messages before it."""
+    gone = sum(1 for i in conversation if i is not None and i not in sent)
+    extra = sum(1 for i in sent if i is None or i not in conversation)
+    return (f"the call was sent {len(sent)} messages, not the {len(conversation)} of the "
+            f"conversation before it ({gone} of those left out, {extra} others: Inspect "
+            f"compacted or injected messages); its input here is the conversation's, so "
+            f"request sizes may differ from what was sent")
 
 
 def resolve(value: Any, attachments: Mapping[str, str]) -> Any:
@@ -188,6 +200,11 @@ class _Sample:
                 log.skipped("message", f"unexpected shape: {type(e).__name__}: {e}", where=w)
         starts.append(b.next_pos)
         for k, (j, ev) in enumerate(models):
+            sent = [m.get("id") if isinstance(m, Mapping) else None
+                    for m in ev.get("input") or []]
+            if sent != ids[:min(seen[k], len(ids))]:
+                log.skipped("event:model.input", _input_differs(sent, ids[:seen[k]]),
+                            where=self.where(f"events[{j}].input"))
             out = ev.get("output") or {}
             resp = (ev.get("call") or {}).get("response") if isinstance(ev.get("call"),
                                                                         Mapping) else None

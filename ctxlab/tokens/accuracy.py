@@ -16,12 +16,14 @@
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Literal, Protocol
 
 import numpy as np
 import pandas as pd
 
+from ctxlab.errors import ConfigError
 from ctxlab.tokens.base import Estimator, text_lengths
 from ctxlab.tokens.content import classify
 from ctxlab.tokens.registry import estimator as get_estimator
@@ -166,6 +168,10 @@ def reported_usage_df(source: PartsSource, estimator: str | Estimator,
         estimator's framing), ``overhead_tokens``, ``est_tokens`` (their sum),
         ``error_tokens``, ``error_pct``, ``messages``, ``parts``, ``estimator``.
     """
+    if isinstance(overhead, str) and overhead != "fit" or isinstance(overhead, bool) or not \
+            isinstance(overhead, (str, numbers.Real, Mapping)):
+        raise ConfigError(f"overhead is 'fit', a number of tokens or tokens per "
+                          f"'<session>#<segment>', not {overhead!r}")
     est = get_estimator(estimator)
     counts = est.count_parts(source.frame)
     sums = call_sums(source, {"content": counts})
@@ -179,7 +185,7 @@ def reported_usage_df(source: PartsSource, estimator: str | Estimator,
     for key, idx in pd.Series(keys).groupby(keys, sort=False).indices.items():
         if isinstance(overhead, Mapping) and key in overhead:
             over[idx] = float(overhead[key])
-        elif isinstance(overhead, (int, float)):
+        elif isinstance(overhead, numbers.Real):      # NumPy numbers too
             over[idx] = float(overhead)
         else:
             over[idx] = fit_overhead(content[idx], reported[idx])

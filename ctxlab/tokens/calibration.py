@@ -205,9 +205,15 @@ def calibrate(source: PartsSource, reference: str | None = None,
         ConfigError: ``"reported"`` on a log with fewer than 3 calls with reported usage.
     """
     if reference is None:
-        reference = "reported" if source.calls["input_total"].notna().sum() >= 3 else str(
+        reference = "reported" if reported_calls(source) >= 3 else str(
             shape if isinstance(shape, str) else shape.spec)
     return fit_calibration(source, reference, shape).estimator()
+
+
+def reported_calls(source: PartsSource) -> int:
+    """Calls with a reported input above 0 (some logs write 0 for a call they did not
+    count: no usage to fit or compare)."""
+    return int((source.calls["input_total"].astype("Float64") > 0).sum())
 
 
 def fit_calibration(source: PartsSource, reference: str = "reported",
@@ -216,9 +222,10 @@ def fit_calibration(source: PartsSource, reference: str = "reported",
     if reference != "reported":
         return _fit_tokenizer(source, reference)
     calls = source.calls
-    if calls["input_total"].notna().sum() < 3:
+    if reported_calls(source) < 3:
         raise ConfigError("calibrating on reported usage needs at least 3 calls with a reported "
-                          "input_total; this source has fewer — pass reference='tiktoken:...'")
+                          "input_total above 0; this source has fewer — pass "
+                          "reference='tiktoken:...'")
     base = _fit_tokenizer(source, shape).tables["*"]
     features = _call_features(source, base)
     pooled, overhead = _fit_reported(features, base)
@@ -227,7 +234,7 @@ def fit_calibration(source: PartsSource, reference: str = "reported",
     if len(models) > 1:
         for m in models:
             sub = features[calls["model"].to_numpy() == m]
-            if sub["input_total"].notna().sum() >= 3:
+            if (sub["input_total"] > 0).sum() >= 3:
                 tables[str(m)] = _fit_reported(sub, base)[0]
     return Calibration(reference="reported", tables=tables, overhead_tokens=overhead)
 
@@ -304,6 +311,8 @@ def _calibrated_upper(arg: str | None) -> Estimator:
 
 
 register(Family(name="calibrated", make=_calibrated, argument="required",
+                file_argument=True,
                 doc="calibrated:<file>, rates fitted by ctxlab.calibrate(...).save(file)"))
 register(Family(name="calibrated-upper", make=_calibrated_upper, argument="required",
+                file_argument=True,
                 doc="calibrated-upper:<file>, the same scaled to its p95 under-estimate"))

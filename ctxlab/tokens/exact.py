@@ -241,5 +241,5 @@ register(Family(name="llama3", make=_llama3, argument="none",
 register(Family(name="mistral", make=_mistral, argument="required",
                 doc=f"mistral:<version>, mistral-common's bundled tokenizer "
                     f"({', '.join(MISTRAL_VERSIONS)}), e.g. mistral:v3-tekken"))
-register(Family(name="hf", make=_hf, argument="required",
+register(Family(name="hf", make=_hf, argument="required", file_argument=True,
                 doc="hf:<path to tokenizer.json>, a local Hugging Face tokenizers file"))

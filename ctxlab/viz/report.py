@@ -163,6 +163,11 @@ def _settings(replay: Replay, source: Transcript, cells: _Cells) -> str:
             window += (f" (a provider's or the default window for {', '.join(guessed[:5])}"
                        f"{' …' if len(guessed) > 5 else ''}: pass --window to set it)")
     est = s.estimator if isinstance(s.estimator, str) else getattr(s.estimator, "spec", None)
+    if est is None:     # the pipeline's, for each session's provider: the specs used
+        used = list(dict.fromkeys(replay.estimator(x).spec for x in replay.base.sessions
+                                  if (replay.base.calls["session"] == x).any()))
+        est = (", ".join(used[:4]) + (" …" if len(used) > 4 else "")
+               + f" (the pipeline's {p.estimator})") if used else None
     overhead = sorted(int(v) for v in s.overhead_tokens.values())
     fitted = bool(source.calls["input_total"].notna().any())
     rows = [("source", f"{name} ({fmt}{' ' + str(version) if version else ''})"),
