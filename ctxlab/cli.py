@@ -294,7 +294,7 @@ def _load_log(args: argparse.Namespace) -> Transcript:
 
 def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay]:
     from ctxlab.pipeline import resolve_pipeline
-    from ctxlab.replay import replay
+    from ctxlab.replay import calls_without_input, replay
 
     window = parse_window(args.window)
     pipeline = resolve_pipeline(args.preset)  # a bad name fails before the log is read
@@ -309,6 +309,12 @@ def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay
         steps.write("\n".join([f"ctxlab: warning: {len(skipped):,} records of {args.path} "
                                f"could not be used; the replay runs without them:",
                                *_report_lines(t)[1:]]))
+    bare = calls_without_input(t)
+    if len(bare):
+        steps.write(f"ctxlab: warning: {_count(len(bare), 'call')} of {args.path} "
+                    f"({', '.join(bare['source'].astype(str).head(3))}"
+                    f"{' …' if len(bare) > 3 else ''}) have no recorded input (their session "
+                    f"holds no part): not replayed")
     steps.next(f"replaying {len(t.calls):,} calls")
     return t, replay(t, pipeline, window=window, estimator=args.estimator)
 

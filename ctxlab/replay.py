@@ -220,6 +220,19 @@ def _annotate(parts: pd.DataFrame, est: Estimator) -> pd.DataFrame:
     return out
 
 
+def calls_without_input(t: Transcript) -> pd.DataFrame:
+    """The calls of sessions that hold no part (the log records a call but nothing it was
+    sent: e.g. an aider session that starts with an interrupted request's token count).
+    A replay has no request to rebuild for them and leaves them out.
+
+    Example:
+        >>> import ctxlab
+        >>> len(calls_without_input(ctxlab.load("datasets/coding_session.jsonl")))
+        0
+    """
+    return t.calls[~t.calls["session"].isin(t.sessions)]
+
+
 def replay(t: Transcript, pipeline: str | Pipeline, *, window: int | None = None,
            estimator: str | Estimator | None = None,
            overhead_tokens: Mapping[str, int] | int | None = None) -> Replay:
@@ -560,4 +573,4 @@ class RequestRows:
         self.left.clear()
 
 
-__all__ = ["Replay", "Settings", "replay"]
+__all__ = ["Replay", "Settings", "calls_without_input", "replay"]

@@ -13,7 +13,9 @@ import ctxlab
 
 from ctxlab.cli import main, parse_window
 from ctxlab.errors import ConfigError
-from tests.conftest import DATASETS
+from tests.conftest import DATASETS, REALDATA
+
+REALDATA_DIR = REALDATA
 
 LOG = str(DATASETS / "coding_session_b.jsonl")
 
@@ -256,3 +258,19 @@ def test_long_event_lists_show_both_ends_and_say_how_many_were_left_out():
     left = len(r.events) - 10
     assert left > 0 and f"... {left:,} events left out (Replay.events has them all)" in text
     assert "session" in text.splitlines()[0]       # several sessions: the column is shown
+
+
+@pytest.mark.skipif(not (REALDATA_DIR / "aider" / "chat-history.md").is_file(),
+                    reason="../shared/realdata is absent")
+def test_calls_with_no_recorded_input_are_said_not_replayed(tmp_path, capsys):
+    """Two real aider sessions start with an interrupted request's token count and no
+    message: the replay cannot rebuild them, and says so rather than count fewer calls."""
+    from ctxlab.replay import calls_without_input
+
+    path = REALDATA_DIR / "aider" / "chat-history.md"
+    t = ctxlab.load(path)
+    bare = calls_without_input(t)
+    assert len(bare) == 2 and set(bare["session"]).isdisjoint(t.sessions)
+    assert main(["replay", str(path), "--preset", "neuron"]) == 0
+    err = capsys.readouterr().err
+    assert "2 calls of" in err and "have no recorded input" in err

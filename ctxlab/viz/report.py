@@ -186,6 +186,12 @@ def _settings(replay: Replay, source: Transcript, cells: _Cells) -> str:
              f"{overhead[0]:,} tokens" if overhead[0] == overhead[-1] else
              f"{overhead[0]:,}–{overhead[-1]:,} tokens per session"),
             ("load report", _load_report_text(source))]
+    from ctxlab.replay import calls_without_input
+
+    bare = calls_without_input(source)
+    if len(bare):
+        rows.append(("not replayed", f"{len(bare):,} call{'' if len(bare) == 1 else 's'} "
+                     f"with no recorded input (their session holds no part)"))
     items = "".join(f"<dt>{cells.text(k)}</dt><dd>{cells.text(v)}</dd>" for k, v in rows)
     return f'<section id="settings"><h2>Replay</h2><dl>{items}</dl></section>'
 
