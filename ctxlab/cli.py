@@ -27,6 +27,7 @@ Run "ctxlab COMMAND --help" for a command's options and examples."""
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from pathlib import Path
@@ -144,10 +145,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
-    from ctxlab.loaders.corpus_store import describe, write_corpus
+    from ctxlab.loaders.corpus_store import describe, read_manifest, write_corpus
     from ctxlab.loaders.parquet import save_parquet
 
     path, out = Path(args.path), Path(args.output)
+    _not_an_input(out, "-o", [path])
     if path.is_dir() and (args.format is not None or out.suffix.lower() == ".parquet"):
         raise ConfigError("a folder of logs becomes a corpus dataset folder (its logs detected "
                           "one by one): give -o a folder name, and no --format")
@@ -158,11 +160,15 @@ def _cmd_convert(args: argparse.Namespace) -> int:
                                                 sidechains=args.sidechains)]
         write_corpus(src, out, strict=args.strict, sidechains=args.sidechains)
         print(f"wrote {out}: {describe(out)}; open it with ctxlab.load_dir")
+        for f in read_manifest(out)["other_files"]:
+            if f.get("status") == "unreadable":
+                print(f"ctxlab: warning: not stored, could not be read: {f['note']}",
+                      file=sys.stderr)
         return 0
     if out.suffix.lower() not in ("", ".parquet", ".pq", ".parq"):
         raise ConfigError(f"-o {out}: a log is saved as a Parquet file (.parquet), or give "
                           f"a folder name ending in / for a corpus dataset")
-    out = output_path(args.output)
+    out = output_path(args.output, inputs=[path])
     t = load(path, format=args.format, strict=args.strict, sidechains=args.sidechains)
     try:
         save_parquet(t, out)
@@ -220,7 +226,8 @@ def _cmd_estimators(args: argparse.Namespace) -> int:
     if not args.path:
         raise ConfigError("give a log file or folder (or --list)")
     path = Path(args.path)
-    calibration = output_path(args.calibrate, "--calibrate") if args.calibrate else None
+    calibration = output_path(args.calibrate, "--calibrate", [args.path]) if args.calibrate \
+        else None
     source = load_dir(path) if _folder(args, path) else load(path, format=args.format)
     if source.frame.empty:
         raise ConfigError(f"{path}: no parts to count (ctxlab info {path} says why)")
@@ -376,7 +383,7 @@ def _count(n: int, noun: str) -> str:
 def _cmd_report(args: argparse.Namespace) -> int:
     from ctxlab.viz.report import report
 
-    output_path(args.output)            # a bad -o fails before the work
+    output_path(args.output, inputs=[args.path])      # a bad -o fails before the work
     steps = _Steps(3)
     try:
         t, r = _replay(args, steps)
@@ -529,11 +536,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-def output_path(text: str, option: str = "-o") -> Path:
-    """An output file the command will write, checked before any work: not a folder, its
-    folder made when missing (as ``report`` does), and writable (an existing file is
-    left as it is)."""
+def output_path(text: str, option: str = "-o", inputs: Sequence[str | Path] = ()) -> Path:
+    """An output file the command will write, checked before any work: not a folder, not
+    one of the command's ``inputs`` (an input is never modified), its folder made when
+    missing (as ``report`` does), and writable (an existing file is left as it is)."""
     out = Path(text)
+    _not_an_input(out, option, inputs)
     if out.is_dir():
         raise ConfigError(f"{option} {out}: is a folder; give a file name")
     try:
@@ -550,6 +558,19 @@ def output_path(text: str, option: str = "-o") -> Path:
     if not existed:
         out.unlink()
     return out
+
+
+def _not_an_input(out: Path, option: str, inputs: Sequence[str | Path]) -> None:
+    """Refuse an output that is an input of the command (a file or folder it reads)."""
+    for given in inputs:
+        src = Path(given)
+        try:
+            same = out.exists() and src.exists() and os.path.samefile(out, src)
+        except OSError:
+            same = False
+        if same or out.resolve() == src.resolve():
+            raise ConfigError(f"{option} {out}: is the input {src}; ctxlab never writes over "
+                              f"its input: give another name")
 
 
 if __name__ == "__main__":

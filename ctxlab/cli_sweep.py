@@ -107,7 +107,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
 
     if Path(args.output).suffix.lower() not in (".parquet", ".csv"):
         raise ConfigError(f"-o {args.output}: write a .parquet or .csv file")
-    out = output_path(args.output)
+    out = output_path(args.output, inputs=[args.path])
     df = sweep(args.path, grid, engine=args.engine, estimator=args.estimator,
                window=parse_window(args.window), workers=args.workers,
                progress=True if args.progress else None)

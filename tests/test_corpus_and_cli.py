@@ -205,3 +205,39 @@ def test_a_replay_with_no_needed_fact_says_so_rather_than_nan(tmp_path: Path):
     lines = summary_lines(r)
     assert any(line.split() == ["recall", "–"] for line in lines)
     assert not any("nan" in line for line in lines)
+
+
+def test_no_command_writes_over_its_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """``-o`` naming the input itself (no suffix, a .parquet input, the same folder) is a
+    one-line error before any work, and the input is left as it was."""
+    import hashlib
+
+    log = tmp_path / "session"
+    shutil.copy(datasets.path("coding_session_b"), log)
+    digest = hashlib.sha256(log.read_bytes()).hexdigest()
+    for argv in (["convert", str(log), "-o", str(log)],
+                 ["report", str(log), "--preset", "neuron", "-o", str(log)],
+                 ["estimators", str(log), "-e", "chars:4", "--calibrate", str(log)],
+                 ["convert", str(tmp_path), "-o", str(tmp_path)]):
+        assert main(argv) == 2, argv
+        assert "never writes over its input" in capsys.readouterr().err
+    assert hashlib.sha256(log.read_bytes()).hexdigest() == digest
+    pq = tmp_path / "s.parquet"
+    assert main(["convert", str(log), "--format", "claude_code", "-o", str(pq)]) == 0
+    before = pq.read_bytes()
+    assert main(["convert", str(pq), "-o", str(pq)]) == 2 and pq.read_bytes() == before
+
+
+def test_hidden_files_are_logs_too_and_hidden_folders_are_listed(tmp_path: Path):
+    """Aider writes .aider.chat.history.md: a hidden file is a candidate like any other;
+    a hidden folder (.git) is listed as not searched rather than left out silently."""
+    shutil.copy(DATASETS / "coding_session_b.jsonl", tmp_path / ".session.jsonl")
+    (tmp_path / ".git").mkdir()
+    (tmp_path / ".git" / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+    c = ctxlab.load_dir(tmp_path)
+    files = c.files.set_index("path")
+    assert files.loc[str(tmp_path / ".session.jsonl"), "status"] == "log"
+    assert files.loc[str(tmp_path / ".git"), "status"] == "not-a-log"
+    assert "hidden folder" in files.loc[str(tmp_path / ".git"), "note"]
+    assert str(tmp_path / ".git" / "HEAD") not in files.index
+    assert len(c) == 1

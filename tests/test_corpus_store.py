@@ -250,8 +250,11 @@ def test_cli_convert_a_folder_to_a_dataset(logs, tmp_path, capsys):
 @pytest.mark.parametrize("args, words", [
     (["-o", "{tmp}/x.parquet"], "give -o a folder name, and no --format"),
     (["-o", "{tmp}/c", "--format", "claude_code"], "give -o a folder name, and no --format"),
-    (["-o", "{logs}"], "is not empty and not a corpus dataset")])
+    (["-o", "{logs}"], "never writes over its input"),
+    (["-o", "{tmp}/other"], "is not empty and not a corpus dataset")])
 def test_cli_convert_errors_are_one_line(logs, tmp_path, capsys, args, words):
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("not a dataset", encoding="utf-8")
     argv = ["convert", str(logs)] + [a.format(tmp=tmp_path, logs=logs) for a in args]
     assert main(argv) == 2
     err = capsys.readouterr().err
@@ -297,3 +300,24 @@ def test_real_logs_round_trip_session_by_session(tmp_path):
                 pd.concat([getattr(g, name) for g in every], ignore_index=True),
                 getattr(t, name), obj=f"{source} {name}")
     pd.testing.assert_frame_equal(c.load_report.records, orig.load_report.records)
+
+
+def test_a_log_that_cannot_be_read_is_listed_and_the_others_are_stored(logs, tmp_path,
+                                                                       capsys):
+    """Outside strict mode one unreadable log does not stop a folder's conversion: it is
+    listed in the manifest with its reason and named on stderr; --strict stops at it."""
+    import shutil
+
+    src = tmp_path / "logs"
+    shutil.copytree(logs, src)
+    bad = src / "broken.traj.json"
+    bad.write_text('{"trajectory": [', encoding="utf-8")
+    out = tmp_path / "corpus"
+    assert main(["convert", str(src), "-o", f"{out}/"]) == 0
+    cap = capsys.readouterr()
+    assert "1 log that could not be read" in cap.out
+    assert "broken.traj.json" in cap.err and "malformed JSON" in cap.err
+    assert main(["convert", str(logs), "-o", f"{tmp_path}/clean/"]) == 0
+    assert ctxlab.load_dir(out).files["session"].tolist() == \
+        ctxlab.load_dir(tmp_path / "clean").files["session"].tolist()
+    assert main(["convert", str(src), "-o", f"{tmp_path}/strict/", "--strict"]) == 2

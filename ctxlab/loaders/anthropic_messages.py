@@ -125,10 +125,20 @@ def block_parts(block: Any, tools: ToolIndex) -> list[dict[str, Any]]:
     return [{"kind": "text", "content": to_json(block), "meta": {"type": t}}]
 
 
+def _blocks(content: Any) -> list[Any]:
+    """A content value as its blocks: a text, one block (an object) or a list of them."""
+    if isinstance(content, (str, Mapping)):
+        return [content]
+    if isinstance(content, list):
+        return content
+    raise TypeError(f"content is a JSON {type(content).__name__}, not a text, a block or a "
+                    f"list of blocks")
+
+
 def parse_message(m: Any, tools: ToolIndex, *, model: str | None = None) -> Message:
     """One Anthropic message as a `Message` (assistant messages carry their call)."""
     role, content = m["role"], m["content"]
-    blocks = [content] if isinstance(content, str) else list(content)
+    blocks = _blocks(content)
     if role == "user":
         has_results = any(isinstance(b, Mapping) and b.get("type") == "tool_result"
                           for b in blocks)
@@ -170,8 +180,7 @@ def convert(b: SessionBuilder, conv: Conversation, log: RecordLog,
     if system is not None:
         rec = conv.record("system", system, log)
         emit_record(b, log, rec, "system",
-                    lambda v: Message("system", [p for blk in ([v] if isinstance(v, str)
-                                                               else list(v))
+                    lambda v: Message("system", [p for blk in _blocks(v)
                                                  for p in block_parts(blk, tools)]))
     emit_messages(b, log, conv, lambda v: parse_message(v, tools, model=model), tools,
                   anthropic_usage, meta)

@@ -41,12 +41,11 @@ from ctxlab.loaders.claude_code_chain import (CONVERSATION, Item, Record, Record
                                               plan_messages, select_chain, sidechain_groups,
                                               summarizer_call, text_field, type_reason,
                                               usage_fields, user_category)
-from ctxlab.loaders.records import LoadOptions, as_int, to_json, ts_iso
+from ctxlab.loaders.records import SHAPE_ERRORS, LoadOptions, as_int, to_json, ts_iso
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
 NAME = "claude_code"
-SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 GRAPH_TYPES = frozenset({"user", "assistant", "system", "progress"})
 IGNORED_TYPES = {
     "file-history-snapshot": "file-history snapshot: undo bookkeeping, not sent to the model",

@@ -45,7 +45,7 @@ from typing import Any, Mapping
 from ctxlab.loaders import safe
 from ctxlab.loaders.builder import (SessionBuilder, assemble, content_text, file_path_from_args,
                                     tool_call_text)
-from ctxlab.loaders.records import LoadOptions, RecordLog, iter_jsonl, to_json
+from ctxlab.loaders.records import SHAPE_ERRORS, LoadOptions, RecordLog, iter_jsonl, to_json
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
@@ -64,7 +64,6 @@ ROLES = {"user": "user", "assistant": "assistant", "developer": "system", "syste
 TOOL_CALLS = {"function_call": "arguments", "custom_tool_call": "input",
               "local_shell_call": "action", "web_search_call": "action"}
 TOOL_OUTPUTS = ("function_call_output", "custom_tool_call_output")
-SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 _TYPE_RE = re.compile(r'"type"\s*:\s*"(session_meta|response_item|event_msg|turn_context)"')
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.M)
 

@@ -38,7 +38,7 @@ from typing import Any, Mapping
 from ctxlab.loaders import safe
 from ctxlab.loaders.builder import (SessionBuilder, assemble, content_text, file_path_from_args,
                                     tool_call_text)
-from ctxlab.loaders.records import LoadOptions, RecordLog, iter_jsonl, to_json
+from ctxlab.loaders.records import SHAPE_ERRORS, LoadOptions, RecordLog, iter_jsonl, to_json
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
@@ -53,7 +53,6 @@ IGNORED = {
 USAGE_KEYS = ("currentModel", "currentTokens", "systemTokens", "conversationTokens",
               "toolDefinitionsTokens", "totalPremiumRequests", "totalApiDurationMs",
               "shutdownType")
-SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 _TYPE_RE = re.compile(r'"type"\s*:\s*"(session\.start|user\.message|assistant\.message|'
                       r'assistant\.turn_start|system\.message|tool\.execution_start)"')
 

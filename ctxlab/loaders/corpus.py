@@ -129,9 +129,20 @@ def load_dir(path: str | Path, *, strict: bool = False, sidechains: bool = False
     if (root / MANIFEST).is_file():
         return open_dataset(root, strict=strict, sidechains=sidechains)
     rows: list[dict[str, object]] = []
-    candidates = sorted(p for p in (root.rglob("*") if recursive else root.iterdir())
-                        if p.is_file() and not any(part.startswith(".") for part in
-                                                   p.relative_to(root).parts))
+    candidates: list[Path] = []
+    hidden: set[Path] = set()           # hidden folders (.git, .venv...): listed, not searched
+    for p in sorted(root.rglob("*") if recursive else root.iterdir()):
+        parts = p.relative_to(root).parts
+        dot = next((i for i, part in enumerate(parts[:-1]) if part.startswith(".")), None)
+        if dot is not None:
+            hidden.add(root.joinpath(*parts[:dot + 1]))
+        elif p.is_dir() and parts[-1].startswith("."):
+            hidden.add(p)
+        elif p.is_file():           # hidden files too: aider's .aider.chat.history.md
+            candidates.append(p)
+    for d in sorted(hidden):
+        rows.append(dict(path=str(d), format=None, status="not-a-log",
+                         note="hidden folder: not searched (load_dir on it to search it)"))
     for p in candidates:
         if p.suffix.lower() in SKIP_SUFFIXES and p.suffix.lower() != ".md":
             rows.append(dict(path=str(p), format=None, status="not-a-log",

@@ -242,8 +242,16 @@ def _write_all(logs: list[Loaded], other: list[dict[str, Any]], options: LoadOpt
     partitions: list[dict[str, Any]] = []
     used: dict[str, str] = {}
     names: dict[str, str] = {}
-    for k, (path, fmt, loader) in enumerate(logs):
-        t = loader()
+    for path, fmt, loader in logs:
+        try:
+            t = loader()
+        except LoadError as e:
+            if options.strict:
+                raise
+            # one log that cannot be read is listed with its reason; the others are stored
+            other.append(dict(path=path, format=fmt, status="unreadable", note=str(e)))
+            continue
+        k = len(sources)                # the source's index in the manifest
         report = f"{REPORTS}/source-{k:05d}.parquet"
         save_report(t.load_report, tmp / report)
         # one Arrow conversion per log; each session takes its rows from it
@@ -332,8 +340,10 @@ def describe(root: str | Path) -> str:
         return f"{k:,} {word}{'' if k == 1 else 's'}"
     rows = [n(sum(int(p[k]) for p in m["partitions"]), k[:-1])
             for k in ("parts", "calls", "events")]
+    bad = [f for f in m["other_files"] if f.get("status") == "unreadable"]
     return (f"{n(len(m['partitions']), 'session')} from {n(len(m['sources']), 'log')} "
-            f"({', '.join(rows)}); {n(len(m['other_files']), 'other file')} (not logs) "
+            f"({', '.join(rows)}); {n(len(m['other_files']) - len(bad), 'other file')} (not "
+            f"logs){'' if not bad else ', ' + n(len(bad), 'log') + ' that could not be read'} "
             f"listed in its {MANIFEST}")
 
 

@@ -37,14 +37,13 @@ from typing import Any, Mapping
 from ctxlab.loaders import safe
 from ctxlab.loaders.builder import (SessionBuilder, assemble, content_text, file_path_from_args,
                                     tool_call_text)
-from ctxlab.loaders.records import (LoadOptions, RecordLog, iter_jsonl, read_json, read_text,
-                                    to_json)
+from ctxlab.loaders.records import (SHAPE_ERRORS, LoadOptions, RecordLog, iter_jsonl, read_json,
+                                    read_text, to_json)
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
 UI_TYPES = frozenset({"info", "error", "warning"})
 CONTINUATIONS = frozenset({"System: Please continue."})
-SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 _GEMINI_RE = re.compile(r'"type"\s*:\s*"gemini"')
 
 Entry = tuple[int | None, str | None, Any]  # (line, where, record)

@@ -38,13 +38,13 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from ctxlab.loaders.builder import SessionBuilder, assemble, file_path_from_args, tool_call_text
-from ctxlab.loaders.records import LoadOptions, RecordLog, parse_json, read_json, to_json
+from ctxlab.loaders.records import (SHAPE_ERRORS, LoadOptions, RecordLog, parse_json, read_json,
+                                    to_json)
 from ctxlab.loaders.safe import count, timestamp
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
 NAME = "inspect_ai"
-SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 ATTACHMENT = "attachment://"
 EVENT_REASONS = {
     "sample_init": "sample set-up; its input is the first messages of sample.messages",

@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from ctxlab.loaders.builder import SessionBuilder, assemble
-from ctxlab.loaders.records import (LoadOptions, RecordLog, iter_jsonl, parse_json, read_text,
-                                    to_json)
+from ctxlab.loaders.records import (SHAPE_ERRORS, LoadOptions, RecordLog, iter_jsonl, parse_json,
+                                    read_text, to_json)
 from ctxlab.schema import Transcript
 
-SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 SESSION_KEYS = ("id", "session", "session_id", "sessionId", "conversation_id")
 
 Style = Literal["openai", "anthropic"]

@@ -45,13 +45,12 @@ from typing import Any, Mapping
 
 from ctxlab.loaders.builder import (SessionBuilder, assemble, content_text, file_path_from_args,
                                     tool_call_text)
-from ctxlab.loaders.records import LoadOptions, RecordLog, as_int, read_json, to_json
+from ctxlab.loaders.records import SHAPE_ERRORS, LoadOptions, RecordLog, as_int, read_json, to_json
 from ctxlab.loaders.safe import count, timestamp
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
 NAME = "openhands"
-SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
 IGNORED_ACTIONS = {
     "change_agent_state": "agent state change (UI/controller bookkeeping)",

@@ -122,9 +122,24 @@ def parse_json(text: str | bytes) -> Any:
     return clean(value) if _SURROGATE_ESCAPE.search(raw) else value
 
 
+SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, OverflowError)
+"""What reading a record of an unexpected shape raises (a missing key, a value of another
+type, a number too large: ``int(1e400)``); loaders catch these and report the record."""
+
+
 def read_text(path: Path) -> str:
-    """The file as text; undecodable bytes are kept as U+FFFD rather than failing."""
-    return path.read_bytes().decode("utf-8", errors="replace")
+    r"""The file as text; undecodable bytes are kept as U+FFFD rather than failing, a
+    leading byte-order mark is not text, and Windows line ends (CRLF, as aider's history
+    gets on Windows) are plain line ends.
+
+    Example:
+        >>> import tempfile
+        >>> p = Path(tempfile.mkdtemp()) / "x.md"
+        >>> _ = p.write_bytes(b"\xef\xbb\xbf# hi\r\nthere\r\n")
+        >>> read_text(p)
+        '# hi\nthere\n'
+    """
+    return path.read_bytes().decode("utf-8-sig", errors="replace").replace("\r\n", "\n")
 
 
 def iter_jsonl(path: Path, log: RecordLog) -> Iterator[tuple[int, Any]]:

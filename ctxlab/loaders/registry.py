@@ -66,7 +66,16 @@ def get(name: str | Loader) -> Loader:
 
 def read_head(path: Path) -> str:
     with open(path, "rb") as fh:
-        return fh.read(HEAD_BYTES).decode("utf-8", errors="replace")
+        return fh.read(HEAD_BYTES).decode("utf-8-sig", errors="replace")
+
+
+def _sniffs(loader: Loader, path: Path, head: str) -> bool:
+    """Does a loader claim the file? A head it cannot read (JSON nested past the parser's
+    depth) is not its format: the other loaders are still asked."""
+    try:
+        return bool(loader.sniff(path, head))
+    except RecursionError:
+        return False
 
 
 def detect(path: str | Path) -> Loader:
@@ -80,7 +89,7 @@ def detect(path: str | Path) -> Loader:
     if path.is_file() and path.stat().st_size == 0:
         raise LoadError("an empty file: there is no transcript in it", path=str(path))
     head = read_head(path)
-    matches = [ld for ld in REGISTRY if ld.sniff(path, head)]
+    matches = [ld for ld in REGISTRY if _sniffs(ld, path, head)]
     if not matches:
         raise LoadError(f"not a known transcript format; tried: {', '.join(names())}. "
                         f"Force one with format=... (--format on the command line)",

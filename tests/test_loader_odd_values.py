@@ -1,0 +1,54 @@
+"""Values no loader expected — JSON nested past the parser's depth, a number too large
+for an integer, a message's content given as one block — are reported or read, never a
+traceback and never a record's keys turned into text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import ctxlab
+from ctxlab.errors import LoadError
+from conftest import REALDATA
+
+OPENHANDS = REALDATA / "openhands" / "basic.json"
+
+
+def test_json_nested_too_deep_is_a_load_error_and_a_folder_lists_it(tmp_path: Path):
+    deep = tmp_path / "deep.json"
+    deep.write_text('{"messages": ' + "[" * 5000 + "]" * 5000 + "}", encoding="utf-8")
+    (tmp_path / "ok.jsonl").write_text(json.dumps({"id": "a", "model": "gpt-4o", "messages": [
+        {"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}) + "\n",
+        encoding="utf-8")
+    with pytest.raises(LoadError):
+        ctxlab.load(deep)
+    c = ctxlab.load_dir(tmp_path)
+    files = c.files.set_index("path")
+    assert files.loc[str(deep), "status"] == "not-a-log" and len(c) == 1
+
+
+@pytest.mark.skipif(not OPENHANDS.is_file(), reason="../shared/realdata is absent")
+def test_a_number_too_large_for_an_integer_skips_its_record(tmp_path: Path):
+    events = json.loads(OPENHANDS.read_text(encoding="utf-8"))
+    events.insert(2, {"id": 99, "action": "condensation", "source": "agent",
+                      "args": {"forgotten_events_start_id": 0,
+                               "forgotten_events_end_id": 1e400}})
+    p = tmp_path / "oh.json"
+    p.write_text(json.dumps(events).replace("Infinity", "1e400"), encoding="utf-8")
+    t = ctxlab.load(p, format="openhands")
+    sk = t.load_report.skipped
+    assert sk["where"].tolist() == ["[2]"] and "OverflowError" in sk["reason"].iloc[0]
+    assert len(t.calls) == len(ctxlab.load(OPENHANDS).calls)
+
+
+def test_an_anthropic_content_block_given_alone_is_that_block(tmp_path: Path):
+    conv = {"model": "claude-sonnet-4-5", "system": {"type": "text", "text": "Be brief."},
+            "messages": [{"role": "user", "content": {"type": "text", "text": "hello"}},
+                         {"role": "assistant", "content": {"type": "text", "text": "done"}}]}
+    p = tmp_path / "a.json"
+    p.write_text(json.dumps(conv), encoding="utf-8")
+    t = ctxlab.load(p, format="anthropic_messages")
+    assert t.frame["content"].tolist() == ["Be brief.", "hello", "done"]
+    assert t.load_report.skipped.empty
