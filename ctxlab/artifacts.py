@@ -15,7 +15,8 @@ result some clients, e.g. Gemini CLI, store as JSON) is read as its values, one 
 * ``error``: a line with ``Error:``, ``Exception``, ``Traceback``, ``FAILED``,
   ``error[``, ``fatal:``, ``panic:``, ``ERROR`` or starting with ``error``; code
   lines (``except``, ``class``, ``raise``...) are not; pytest's ``E`` prefix and
-  ``[ 40%]`` suffix are dropped. [A summary that merges or rewords lines loses them.]
+  ``[ 40%]`` suffix and a file read's line-number gutter (``126→``) are dropped. [A summary
+  that merges or rewords lines loses them.]
 * ``identifier``: snake_case (``parse_invoices``, ``CTX_TOKEN_924E``), camelCase,
   PascalCase with two humps (``RateLimiter``), dotted names whose segments have two
   or more characters (``os.environ``, ``pg-staging-821.internal``) and ticket-like ids
@@ -28,7 +29,8 @@ result some clients, e.g. Gemini CLI, store as JSON) is read as its values, one 
   right after a number multiply it (``1.5k tokens`` → ``1500 tokens``). Not numbers: parts
   of dotted chains (versions ``3.11.2``, ``127.0.0.1``), words (``v2``, ``924E``),
   dashed runs (``2026-01-12``, ``pg-staging-821``), subscripts (``test_bulk[798]``),
-  line-number gutters (``120→``) and pytest's ``[ 40%]`` or ``[100%]``; ``3.11`` alone
+  line-number gutters (``120→``), pytest's ``[ 40%]`` or ``[100%]`` and what follows a
+  clock's seconds (``10:15:42,123`` in a log line); ``3.11`` alone
   has one integer digit and no unit. [The same number in unrelated places is one artifact.]
 * ``date``: ``2026-03-23``, ``23 March 2026``, ``March 23, 2026`` → ``2026-03-23``.
   [Timestamps such as ``2026-03-23T10:00:00Z``, everywhere in logs, are not dates.]
@@ -74,7 +76,7 @@ _TOKENS = (
     # dates that start with the day; numbers, qualified by digits, unit, currency, port or #
     rf"(?<![\w.-])(?P<d1>[0-3]?\d)\s+(?P<m1>{_MONTH})\.?,?\s+(?P<y1>\d{{4}})(?!\w)"
     r"|(?:(?P<mark>\b[Pp]ort[ =:]|#)|(?<![\w.,-])(?<!\w\[))(?P<cur>[$€£¥])?"
-    r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![.,]\d|-\d|\.[A-Za-z]|%\])"
+    r"(?P<num>(?<!\d:)\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![.,]\d|-\d|\.[A-Za-z]|%\])"
     r"(?:(?P<mult>[kK]|M)(?![A-Za-z]))?"
     rf"(?:\s?(?P<unit>(?i:{_UNIT}))(?!\w))?(?![\w→\t]|/(?:[\w.@+-]+/){{0,64}}[\w.@+-]*\.[A-Za-z])"
     rf"|(?P<m2>{_MONTH})\.?\s+(?P<d2>[0-3]?\d)(?:st|nd|rd|th)?,?\s+(?P<y2>\d{{4}})(?!\w)"
@@ -386,7 +388,10 @@ def _errors(text: pd.Series) -> pd.DataFrame:
     row, m = _extractall(text, _ERROR_RE, _ERROR_WORDS)
     if m.empty:
         return _frame([], "error", pd.Series([]))
-    line = m["error"].str.strip().str.replace(r"^E\s+", "", regex=True)
+    # a file read's line-number gutter (``126→``) is not part of the line: without it a
+    # code line (``except ValueError:``) is known as code, and one line is one error
+    line = m["error"].str.replace(r"^\s*\d+(?:→|\t)", "", regex=True)
+    line = line.str.strip().str.replace(r"^E\s+", "", regex=True)
     line = line.str.replace(r"\s*\[\s*\d+%\]$", "", regex=True)
     line = line.str.replace(r"\s+", " ", regex=True).str[:300]
     line = line.where(~line.str.match(_CODE_LINE))

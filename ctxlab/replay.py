@@ -275,7 +275,10 @@ def _fitted_overheads(t: Transcript, p: Pipeline,
         return _fit_overheads(t, p, estimator)
     from ctxlab.tokens.registry import instance_key
 
-    key = (id(t.frame), id(t.calls), id(t.events), instance_key(spec))   # a rewritten file too
+    specs = [spec] if estimator is not None or "{provider}" not in spec else sorted(
+        {_spec_of(p, t, str(s)) for s in pd.unique(t.calls["session"])})
+    # the specs that count, as filled in, with the files they name (a rewritten one too)
+    key = (id(t.frame), id(t.calls), id(t.events), tuple(instance_key(x) for x in specs))
     with _OVERHEADS_LOCK:
         got = _OVERHEADS.get(key)
         if got is not None and got[0] is t.frame and got[1] is t.calls:
@@ -302,8 +305,7 @@ def _fit_overheads(t: Transcript, p: Pipeline,
         return session_overheads(t, estimator)
     by_spec: dict[str, list[str]] = {}
     for s in pd.unique(t.calls["session"]):
-        spec = p.estimator.replace("{provider}", session_provider(t, str(s))).rstrip(":")
-        by_spec.setdefault(spec, []).append(str(s))
+        by_spec.setdefault(_spec_of(p, t, str(s)), []).append(str(s))
     if len(by_spec) == 1:
         return session_overheads(t, next(iter(by_spec)))
     out: dict[str, int] = {}
@@ -311,6 +313,11 @@ def _fit_overheads(t: Transcript, p: Pipeline,
         for s in sessions:
             out.update(session_overheads(t.session(s), spec))
     return out
+
+
+def _spec_of(p: Pipeline, t: Transcript, session: str) -> str:
+    """The pipeline's estimator spec filled in for a session's provider."""
+    return p.estimator.replace("{provider}", session_provider(t, session)).rstrip(":")
 
 
 def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[str, int],

@@ -37,6 +37,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -112,7 +113,12 @@ def kept_mask(found: pd.DataFrame, text: str) -> np.ndarray:
         key = keys[i]
         out[i] = key in longer or any("/" in t and t in mentioned for t in _tails(key))
     for i in np.flatnonzero(kind != "path"):
-        out[i] = keys[i] in flat[0] or keys[i] in flat[1]
+        # as a whole (`ls` is not kept by "tools", `git diff` not by "git diffs"); a key of
+        # `KEY_CHARS` is the head of a longer value, which goes on
+        key = keys[i]
+        word = re.compile(r"(?<!\w)" + re.escape(key)
+                          + (r"(?!\w)" if len(key) < KEY_CHARS else ""))
+        out[i] = bool(word.search(flat[0]) or word.search(flat[1]))
     return out
 
 

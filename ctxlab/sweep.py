@@ -35,7 +35,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -376,13 +376,13 @@ def _run_local(sources: Sessions, memory: list[Transcript], configs: list[Config
     n_workers = workers if workers is not None else (os.cpu_count() or 1)
     if n_workers == 1:
         _init_worker(memory)
-        return _run_by_log(sources, configs, stage_cols, table, None, progress)
+        return _run_inline(sources, configs, stage_cols, table, progress)
     import multiprocessing as mp
     pool = ProcessPoolExecutor(max_workers=n_workers, mp_context=mp.get_context("spawn"),
                                initializer=_init_worker, initargs=(memory,))
     try:
-        if len(sources) >= 2 * n_workers:   # enough logs to keep every worker busy
-            return _run_by_log(sources, configs, stage_cols, table, pool, progress)
+        # sessions listed first, each one's configurations split among the workers: a log
+        # that holds most of the sessions (aider's one history) is not one worker's alone
         unknown = [src for src, ss in sources if ss is None]
         sessions, skipped = session_list(sources, pool.map(_sessions_of, unknown))
         # a task is a run of configurations over one session (loaded once per task); with
@@ -398,69 +398,37 @@ def _run_local(sources: Sessions, memory: list[Transcript], configs: list[Config
     return rows, len(sessions), skipped
 
 
-LogRows = tuple[list[str], pd.DataFrame | None, list[list[tuple[int, dict[str, Any]]]]]
-"""What `_log_rows` gives back: the log's sessions, the records it could not use (None
-when its sessions were known), and per session its ``(config, row)`` pairs."""
-
-
-def _log_rows(src: Source, ss: list[str] | None, units: list[tuple[int, Config]],
-              stage_cols: list[str], table: Mapping[str, tuple[float, float]],
-              done: Callable[[int], Any] | None = None) -> LogRows:
-    """Every configuration over every session of one log: listing its sessions loads it,
-    and its replays follow while it is still loaded (``done``: told of each replay)."""
-    skipped = None
-    if ss is None:
-        ss, skipped = _sessions_of(src)
-    out = []
-    for s in ss:
-        got = []
-        for ci, row in _run_units(units, src, s, stage_cols, table):
-            got.append((ci, row))
-            if done is not None:
-                done(1)
-        out.append(got)
-    return ss, skipped, out
-
-
-def _run_by_log(sources: Sessions, configs: list[Config], stage_cols: list[str],
-                table: Mapping[str, tuple[float, float]], pool: ProcessPoolExecutor | None,
-                progress: bool | None
+def _run_inline(sources: Sessions, configs: list[Config], stage_cols: list[str],
+                table: Mapping[str, tuple[float, float]], progress: bool | None
                 ) -> tuple[dict[int, dict[str, Any]], int, list[pd.DataFrame]]:
-    """`_run_local` with one task per log (in this process without ``pool``): each file is
-    read once (listing every log first, then replaying its sessions, reads it twice once
-    the logs outnumber the `FILES_KEPT` a worker keeps). The progress bar counts a log not
-    yet listed as one session."""
+    """`_run_local` in this process, one log at a time: listing a log's sessions loads it,
+    and its replays follow while it is still loaded (listing every log first would read
+    each file twice once the logs outnumber the `FILES_KEPT` kept loaded). The progress
+    bar counts a log not yet listed as one session, until it is."""
     units = list(enumerate(configs))
     bar = _bar(len(configs) * sum(len(ss) if ss is not None else 1 for _, ss in sources),
                progress, "sweep")
-    results: dict[int, LogRows] = {}
-
-    def listed(src_ss: tuple[Source, list[str] | None], got: LogRows) -> None:
-        if bar is not None and src_ss[1] is None and len(got[0]) != 1:
-            bar.total += len(configs) * (len(got[0]) - 1)
-            bar.refresh()
-
+    per_session: list[list[tuple[int, dict[str, Any]]]] = []
+    skipped: list[pd.DataFrame] = []
     try:
-        if pool is None:
-            for i, (src, ss) in enumerate(sources):
-                results[i] = _log_rows(src, ss, units, stage_cols, table,
-                                       bar.update if bar is not None else None)
-                listed((src, ss), results[i])
-        else:
-            futures = {pool.submit(_log_rows, src, ss, units, stage_cols, table): i
-                       for i, (src, ss) in enumerate(sources)}
-            for fut in as_completed(futures):
-                i = futures[fut]
-                results[i] = fut.result()
-                listed(sources[i], results[i])
-                if bar is not None:
-                    bar.update(sum(len(got) for got in results[i][2]))
+        for src, ss in sources:
+            if ss is None:
+                ss, sk = _sessions_of(src)
+                if len(sk):
+                    skipped.append(sk)
+                if bar is not None and len(ss) != 1:
+                    bar.total += len(configs) * (len(ss) - 1)
+                    bar.refresh()
+            for s in ss:
+                got = []
+                for ci, row in _run_units(units, src, s, stage_cols, table):
+                    got.append((ci, row))
+                    if bar is not None:
+                        bar.update(1)
+                per_session.append(got)
     finally:
         if bar is not None:
             bar.close()
-    per_session = [got for i in range(len(sources)) for got in results[i][2]]
-    skipped = [sk for i in range(len(sources))
-               if (sk := results[i][1]) is not None and len(sk)]
     n = len(per_session)
     return {ci * n + si: row for si, got in enumerate(per_session) for ci, row in got}, n, \
         skipped

@@ -52,3 +52,34 @@ def test_an_anthropic_content_block_given_alone_is_that_block(tmp_path: Path):
     t = ctxlab.load(p, format="anthropic_messages")
     assert t.frame["content"].tolist() == ["Be brief.", "hello", "done"]
     assert t.load_report.skipped.empty
+
+
+SWE = REALDATA / "swe_agent" / "swe-agent__test-repo-i1.traj"
+
+
+@pytest.mark.skipif(not SWE.is_file(), reason="../shared/realdata is absent")
+def test_a_tool_message_naming_its_call_by_a_text_is_linked_to_it(tmp_path: Path):
+    """SWE-agent's ``tool_call_ids`` given as one id, not a list: the result belongs to
+    that call (it became the call of its first character)."""
+    doc = json.loads(SWE.read_text(encoding="utf-8"))
+    k = next(i for i, m in enumerate(doc["history"]) if m.get("role") == "assistant")
+    doc["history"][k]["tool_calls"] = [{"id": "call_abc", "type": "function", "function": {
+        "name": "bash", "arguments": json.dumps({"command": "ls"})}}]
+    doc["history"].insert(k + 1, {"role": "tool", "content": "a.py", "agent": "main",
+                                  "tool_call_ids": "call_abc"})
+    p = tmp_path / "t.traj"
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    f = ctxlab.load(p).frame
+    res = f[(f["kind"] == "tool_result") & (f["content"] == "a.py")]
+    assert res[["tool_call_id", "tool_name"]].values.tolist() == [["call_abc", "bash"]]
+
+
+def test_a_negative_token_count_is_no_count(tmp_path: Path):
+    p = tmp_path / "n.jsonl"
+    p.write_text(json.dumps({"id": "a", "model": "gpt-4o", "messages": [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "yo", "usage": {
+            "prompt_tokens": -5, "completion_tokens": 2, "total_tokens": -3}}]}) + "\n",
+        encoding="utf-8")
+    c = ctxlab.load(p).calls
+    assert c["input_total"].isna().all() and c["output_tokens"].tolist() == [2]

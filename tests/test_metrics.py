@@ -126,9 +126,19 @@ def test_identifiers(text, expected):
     ("tests/test_api.py ........ [100%]\nCPU at 100% of 250 requests", ["100%", "250 requests"]),
     ("used 1.5k tokens of 128K, then 2M rows; 2.25k", ["128000", "1500 tokens", "2000000 rows",
                                                        "2250"]),
+    # a log line's clock: its seconds and milliseconds are no thousands
+    ("2026-03-23 10:15:42,123 - app - INFO - took 1,500 ms", ["1500 ms"]),
 ])
 def test_numbers(text, expected):
     assert _values(text, "number") == sorted(expected)
+
+
+def test_a_file_reads_line_gutter_is_not_part_of_an_error_line():
+    """Claude Code numbers the lines of a file it read (``126→``): a code line stays code,
+    and the same error line at two line numbers is one error."""
+    text = ("    42→        except ValueError:\n   133→    raise RuntimeError(\"x\")\n"
+            "     7→Error: config missing\n    19→Error: config missing\n")
+    assert _values(text, "error") == ["Error: config missing"]
 
 
 def test_dates_are_normalised_to_iso():

@@ -93,6 +93,10 @@ def test_commands_and_errors_are_kept_verbatim_up_to_whitespace_and_their_head()
     assert len(err) == KEY_CHARS and long_err.startswith(err)
     assert _kept("error", err, f"Failed with {long_err[:KEY_CHARS + 10]}…")
     assert not _kept("error", err, long_err[: KEY_CHARS - 1])
+    # a short command is kept as a whole, not inside a word
+    prose = "Looked at the tools and details; we will make git diffs smaller."
+    assert not _kept("command", "ls", prose) and not _kept("command", "git diff", prose)
+    assert _kept("command", "git diff", "then ran git diff.")
 
 
 def test_a_summary_quoting_a_tool_call_keeps_its_command():

@@ -192,10 +192,29 @@ def test_one_worker_reads_each_file_once_and_counts_every_replay(tmp_path, monke
     assert len(df) == 2 * 7 and df["config"].tolist() == [0] * 7 + [1] * 7
     assert bars[0].total == bars[0].n == 14      # b.jsonl's 4 sessions found on the way
     assert "sweep:   0%|          | 0/8" in capsys.readouterr().err
-    # two workers, a task per log (as many logs as twice the workers): the same rows
-    pooled = sweep(tmp_path, {"preset": ["neuron"], "threshold": [0.5, 0.7]}, workers=2,
-                   progress=True)
-    assert equal_results(df, pooled) and bars[1].total == bars[1].n == 14
+    # the bar never runs past its total: a log's sessions count once it is listed
+    seen = []
+
+    class Recording:
+        def __init__(self, total, *_):
+            self.total, self.n = total, 0
+
+        def update(self, k):
+            self.n += k
+            seen.append((self.n, self.total))
+
+        def refresh(self):
+            pass
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(sweep_module, "_bar", lambda total, *a: Recording(total))
+    sweep(tmp_path, {"preset": ["neuron"], "threshold": [0.5, 0.7]}, workers=1)
+    assert seen[-1] == (14, 14) and all(n <= total for n, total in seen)
+    # two workers: the same rows
+    pooled = sweep(tmp_path, {"preset": ["neuron"], "threshold": [0.5, 0.7]}, workers=2)
+    assert equal_results(df, pooled)
 
 
 def test_row_metrics_match_the_replay_itself(serial):

@@ -198,3 +198,30 @@ def test_a_fixed_overhead_may_be_any_number(coding):
     for bad in ("20000", True, None):
         with pytest.raises(ConfigError, match="overhead is 'fit'"):
             reported_usage_df(coding, "chars:4", overhead=bad)
+
+
+def test_a_provider_template_naming_a_calibration_refits_when_the_file_changes(coding,
+                                                                              tmp_path):
+    """``calibrated:<dir>/cal_{provider}.json``: the overheads a replay fits are those of the
+    file as it is now, like the counts (the fit was remembered under the template)."""
+    import dataclasses
+    import os
+
+    import ctxlab
+    from ctxlab.pipeline import session_provider
+    from ctxlab.presets import preset
+
+    provider = session_provider(coding, coding.sessions[0])
+    path = tmp_path / f"cal_{provider}.json"
+    calibrate(coding, reference="reported").save(path)
+    p = dataclasses.replace(preset("neuron"),
+                            estimator=f"calibrated:{tmp_path}/cal_{{provider}}.json")
+    first = ctxlab.replay(coding, p).settings.overhead_tokens
+    calls = coding.calls.copy()
+    calls["input_total"] = (calls["input_total"] * 0.5).round().astype("Int64")
+    calibrate(dataclasses.replace(coding, calls=calls), reference="reported").save(path)
+    st = path.stat()
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    again = ctxlab.replay(coding, p).settings.overhead_tokens
+    from ctxlab.replay import _fit_overheads
+    assert again == _fit_overheads(coding, p, None) != first

@@ -19,16 +19,16 @@ MAX_COUNT = 2 ** 53
 
 
 def count(value: Any) -> int | None:
-    """A token count, or None when absent, not a finite number, or out of range.
+    """A token count, or None when absent, not a finite number, negative, or out of range.
 
     Example:
-        >>> count(12), count(1e300), count("7"), count(None)
-        (12, None, None, None)
+        >>> count(12), count(1e300), count("7"), count(None), count(-5)
+        (12, None, None, None, None)
     """
     if isinstance(value, float) and not math.isfinite(value):
         return None
     n = as_int(value)
-    return n if n is not None and abs(n) < MAX_COUNT else None
+    return n if n is not None and 0 <= n < MAX_COUNT else None
 
 
 def timestamp(value: Any) -> str | None:

@@ -121,7 +121,8 @@ def parse(m: Any, st: _State, model: str | None) -> Message:
 
 def _tool_result(m: Any, st: _State, meta: dict[str, Any]) -> Message:
     """A ``tool`` message: the result of the tool call it names."""
-    call_id = (m.get("tool_call_ids") or [m.get("tool_call_id")])[0]
+    ids = m.get("tool_call_ids")
+    call_id = ids if isinstance(ids, str) else (ids or [m.get("tool_call_id")])[0]
     name, path = st.tools.lookup(call_id)
     return Message("tool", _parts(m["content"], "tool_result", meta, tool_name=name,
                                   file_path=path, tool_call_id=str(call_id) if call_id else None))
