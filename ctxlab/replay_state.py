@@ -70,12 +70,7 @@ class Sums:
         else:
             del per[msg]
         if user:
-            per = self.user_msgs.setdefault(turn, {})
-            n = per.get(msg, 0) + sign
-            if n:
-                per[msg] = n
-            else:
-                del per[msg]
+            self._user_text(turn, msg, sign)
         per = self.turn_refs
         n = per.get(turn, 0) + sign
         if n:
@@ -86,6 +81,15 @@ class Sums:
             del per[turn]
             if turn == self.max_turn:       # the last part of the current turn left
                 self.max_turn = max(per, default=0)
+
+    def _user_text(self, turn: int, msg: int, sign: int) -> None:
+        """Count a user text of a message in or out of its turn's."""
+        per = self.user_msgs.setdefault(turn, {})
+        n = per.get(msg, 0) + sign
+        if n:
+            per[msg] = n
+        else:
+            del per[msg]
 
     def add_table(self, t: Table, sign: int) -> None:
         """`add` every part of a table (a stage's hidden or inserted rows): the same sums,
@@ -109,12 +113,7 @@ class Sums:
         ones = np.full(t.n, sign, dtype=np.int64)
         _bump(self.msg_refs, msgs, ones, drop_zero=True)
         for turn, msg in zip(turns[users].tolist(), msgs[users].tolist()):
-            per = self.user_msgs.setdefault(turn, {})
-            n = per.get(msg, 0) + sign
-            if n:
-                per[msg] = n
-            else:
-                del per[msg]
+            self._user_text(turn, msg, sign)
         _bump(self.turn_refs, turns, ones, drop_zero=True)
         # as `add` keeps it part by part: the highest turn that still has a part
         self.max_turn = max(self.turn_refs, default=0)

@@ -40,7 +40,7 @@ from ctxlab.loaders.builder import SessionBuilder, content_text, file_path_from_
 from ctxlab.loaders.message_lists import (Conversation, Message, ToolIndex,
                                           emit_group, emit_messages,
                                           emit_record, load_message_list, sniff_style)
-from ctxlab.loaders.records import LoadOptions, RecordLog, to_json
+from ctxlab.loaders.records import LoadOptions, RecordLog, as_list, to_json
 from ctxlab.loaders.safe import count, timestamp
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
@@ -125,20 +125,10 @@ def block_parts(block: Any, tools: ToolIndex) -> list[dict[str, Any]]:
     return [{"kind": "text", "content": to_json(block), "meta": {"type": t}}]
 
 
-def _blocks(content: Any) -> list[Any]:
-    """A content value as its blocks: a text, one block (an object) or a list of them."""
-    if isinstance(content, (str, Mapping)):
-        return [content]
-    if isinstance(content, list):
-        return content
-    raise TypeError(f"content is a JSON {type(content).__name__}, not a text, a block or a "
-                    f"list of blocks")
-
-
 def parse_message(m: Any, tools: ToolIndex, *, model: str | None = None) -> Message:
     """One Anthropic message as a `Message` (assistant messages carry their call)."""
     role, content = m["role"], m["content"]
-    blocks = _blocks(content)
+    blocks = as_list(content, "content")
     if role == "user":
         has_results = any(isinstance(b, Mapping) and b.get("type") == "tool_result"
                           for b in blocks)
@@ -180,7 +170,7 @@ def convert(b: SessionBuilder, conv: Conversation, log: RecordLog,
     if system is not None:
         rec = conv.record("system", system, log)
         emit_record(b, log, rec, "system",
-                    lambda v: Message("system", [p for blk in _blocks(v)
+                    lambda v: Message("system", [p for blk in as_list(v, "system")
                                                  for p in block_parts(blk, tools)]))
     emit_messages(b, log, conv, lambda v: parse_message(v, tools, model=model), tools,
                   anthropic_usage, meta)

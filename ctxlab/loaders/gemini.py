@@ -37,8 +37,8 @@ from typing import Any, Mapping
 from ctxlab.loaders import safe
 from ctxlab.loaders.builder import (SessionBuilder, assemble, content_text, file_path_from_args,
                                     tool_call_text)
-from ctxlab.loaders.records import (SHAPE_ERRORS, LoadOptions, RecordLog, iter_jsonl, read_json,
-                                    read_text, to_json)
+from ctxlab.loaders.records import (SHAPE_ERRORS, LoadOptions, RecordLog, as_list, iter_jsonl,
+                                    read_json, read_text, to_json)
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
@@ -81,14 +81,7 @@ def part_list(value: Any) -> list[Any]:
         >>> part_list("hi"), part_list({"text": "hi"}), part_list(None)
         (['hi'], [{'text': 'hi'}], [])
     """
-    if value is None or value == "":
-        return []
-    if isinstance(value, (str, Mapping)):
-        return [value]
-    if isinstance(value, list):
-        return value
-    raise TypeError(f"expected a text, a Part or a list of them, not a JSON "
-                    f"{type(value).__name__}")
+    return [] if value is None or value == "" else as_list(value, "a part list")
 
 
 def content_specs(content: Any, role: str) -> list[dict[str, Any]]:

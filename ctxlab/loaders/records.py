@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -204,6 +205,21 @@ def as_int(value: Any) -> int | None:
     if isinstance(value, float) and math.isfinite(value):
         return int(value)
     return None
+
+
+def as_list(value: Any, what: str) -> list[Any]:
+    """A value recorded as one item (a text or an object) or a list of them, as a list.
+
+    Example:
+        >>> as_list("hi", "content"), as_list({"text": "hi"}, "content"), as_list([1], "x")
+        (['hi'], [{'text': 'hi'}], [1])
+    """
+    if isinstance(value, (str, Mapping)):
+        return [value]
+    if isinstance(value, list):
+        return value
+    raise TypeError(f"{what} is a JSON {type(value).__name__}, not a text, an object or a "
+                    f"list of them")
 
 
 def to_json(value: Any) -> str:
