@@ -72,6 +72,8 @@ def _sections(text: str) -> dict[int, list[str]]:
             out[current] = []
         elif line.startswith("- "):
             out[current].append(line[2:])
+        elif line.startswith("  ") and out.get(current):    # an entry's next line
+            out[current][-1] += "\n" + line
     return out
 
 
@@ -134,16 +136,17 @@ def test_helpers():
 def test_nine_sections_in_order_filled_by_extraction():
     s = Structured().summarize(FIX_SESSION, previous=None, budget_tokens=2000, estimator=CHARS)
     sec = _sections(s.text)
-    assert [line for line in s.text.splitlines() if not line.startswith("-")] == \
+    assert [line for line in s.text.splitlines() if not line.startswith(("-", "  "))] == \
         [f"{i}. {t}:" for i, t in enumerate(TITLES, start=1)]
     assert sec[1] == [("The parser crashes on empty input. Please fix src/app/parser.py and "
                        "run the tests.")]
     assert "Python" in sec[2] and "pytest" in sec[2]
     assert "/repo/src/app/parser.py (read, edited)" in sec[3]
     assert "parser.py: def parse_line(text)" in sec[3]
-    assert sec[4] == [("$ python -m pytest tests/test_parser.py -q: Exit code 1; IndexError: "
-                       "list index out of range; FAILED tests/test_parser.py::test_empty - "
-                       "IndexError (fixed by editing /repo/src/app/parser.py)")]
+    # each error line as the output had it, on a line of its own; then what became of it
+    assert sec[4] == [("$ python -m pytest tests/test_parser.py -q:\n  Exit code 1\n  IndexError: "
+                       "list index out of range\n  FAILED tests/test_parser.py::test_empty - "
+                       "IndexError\n  (fixed by editing /repo/src/app/parser.py)")]
     assert "`$ python -m pytest tests/test_parser.py -q` (exit 1: 1 failed, 1 passed; 2 passed)" \
         in sec[5]
     assert sec[6][0].startswith('"The parser crashes on empty input.')
@@ -316,3 +319,27 @@ def test_structured_reads_a_table_as_it_reads_its_frame(name):
         assert (a.text, a.input_tokens, a.output_tokens) == (b.text, b.input_tokens,
                                                              b.output_tokens)
         assert "1. Primary Request and Intent:" in b.text
+
+
+def test_what_a_structured_summary_keeps_is_found_again_as_the_same_artifacts():
+    """An error line, a command of a user's message, the rules a user wrote one per line:
+    the summary keeps each as a line the artifact rules read as the same value (a summary
+    line "$ cmd: error; error" or a user message squashed onto one line kept none)."""
+    from ctxlab.artifacts import artifacts
+
+    user = ("Rules for this repo:\n- Never print the value of CTX_TOKEN_924E\n"
+            "- Always run the tests with make check\nKeyError: 'payout_id'")
+    parts = _parts([("user", "text", user, None, None, None),
+                    _call("Bash", "t1", None, command="cat config.json"),
+                    _result("Bash", "t1", "Error: config.json missing")])
+    text = Structured().summarize(parts, previous=None, budget_tokens=2000,
+                                  estimator=CHARS).text
+    kinds = ["error", "instruction"]
+
+    def values(texts: list[str], user_rows: bool) -> set[tuple[str, str]]:
+        found = artifacts(pd.Series(texts), user=pd.Series([user_rows] * len(texts)))
+        return set(map(tuple, found.loc[found["kind"].isin(kinds), ["kind", "value"]].values))
+
+    stated = values([user], True) | values(["Error: config.json missing"], False)
+    assert ("error", "Error: config.json missing") in stated and len(stated) >= 4
+    assert stated <= values([text], True)            # a summary restates instructions too

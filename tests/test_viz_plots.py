@@ -73,7 +73,7 @@ def neurolink(session_log):
 
 @pytest.fixture(scope="module")
 def tight(session_log):
-    """A 25k window: 36 compactions using prune, dedup, summarize, truncate and repair."""
+    """A 25k window: 38 compactions using prune, dedup, summarize, truncate and repair."""
     return ctxlab.replay(session_log, "neurolink", window=25_000)
 
 
@@ -110,7 +110,7 @@ def test_plot_layers_stack_totals_and_compaction_markers(tight, side):
     assert [p.get_gid() for p in ax.collections[:len(bands)]] == bands
     marks = _by_gid(ax.lines, "compactions")
     assert marks.get_xdata().tolist() == c.loc[c["compacted"], "call"].tolist()
-    assert len(marks.get_xdata()) == int(c["compacted"].sum()) == 36
+    assert len(marks.get_xdata()) == int(c["compacted"].sum()) == 38
     drops = np.array(_by_gid(ax.collections, "compaction-drops").get_segments()) * 1000
     done = c[c["compacted"]]
     assert np.allclose(drops[:, 0, 1], done["tokens_after"])  # from after ...
@@ -174,7 +174,7 @@ def test_plot_stages_summed_over_the_replay(tight):
     assert np.isclose(bars["before"].get_height() * 1000, compacted["tokens_before"].sum())
     assert np.isclose(bars["after"].get_height() * 1000, compacted["tokens_after"].sum())
     ticks = [t.get_text() for t in ax.get_xticklabels()]
-    assert ticks[3] == "summarize\n×22" and ticks[0] == "before\n(36 calls)"
+    assert ticks[3] == "summarize\n×23" and ticks[0] == "before\n(38 calls)"
 
 
 def test_plot_stages_names_the_calls_that_ran_stages(neurolink):

@@ -29,6 +29,32 @@ def _cut(text: str, chars: int) -> str:
     return text if len(text) <= chars else text[: chars - 1].rstrip() + "…"
 
 
+def _cut_lines(text: str, chars: int) -> str:
+    r"""At most ``chars`` characters of a text with its lines kept: each line after the
+    first on a line of its own, indented two spaces under the entry (spaces inside a line
+    collapsed, blank lines dropped; an ellipsis marks a cut). Kept lines stay what they
+    were, so an error line or an instruction in them is found again.
+
+    Example:
+        >>> print(_cut_lines("Rules:\n- Never   print the key\n\nKeyError: 'id'", 400))
+        Rules:
+          - Never print the key
+          KeyError: 'id'
+    """
+    out: list[str] = []
+    left = chars
+    for line in (" ".join(ln.split()) for ln in text.splitlines()):
+        if not line:
+            continue
+        if len(line) <= left:
+            out.append(line)
+            left -= len(line) + 1
+            continue
+        out.append(line[: left - 1].rstrip() + "…" if left > 1 else "…")
+        break
+    return "\n  ".join(out)
+
+
 @functools.lru_cache(maxsize=65_536)
 def _normal(text: str) -> str:
     """The merging key of an entry's text: spacing, quotes and case do not count."""
@@ -47,7 +73,9 @@ class _Entry:
         if not self.ops:
             return self.text
         ops = self.ops if len(self.ops) <= 3 else [self.ops[0], "…", *self.ops[-2:]]
-        return f"{self.text} ({(', ' if self.section == 3 else '; ').join(ops)})"
+        said = f"({(', ' if self.section == 3 else '; ').join(ops)})"
+        # an entry of several lines: its last line stays as it was (an error line)
+        return f"{self.text}\n  {said}" if "\n" in self.text else f"{self.text} {said}"
 
 
 class _Notes:
@@ -75,6 +103,15 @@ class _Notes:
             have = entry.ops
             have.extend(op for op in dict.fromkeys(ops) if op and op not in have)
         return entry
+
+    def extend(self, entry: _Entry, line: str) -> None:
+        """Add a line to an entry (a continuation line of an earlier summary's entry); the
+        entry is keyed by its whole text again, as when it was made in one go."""
+        old = self.key(entry.section, entry.text)
+        entry.text += "\n  " + line
+        if self.entries.get(old) is entry:
+            del self.entries[old]
+        self.entries.setdefault(self.key(entry.section, entry.text), entry)
 
     def of(self, section: int) -> list[_Entry]:
         return [e for e in self.entries.values() if e.section == section]

@@ -32,7 +32,7 @@ from ctxlab.summarizers.base import (
     input_tokens,
     resolve_estimator,
 )
-from ctxlab.summarizers.notes import TITLES, _cut, _Entry, _Notes, fit
+from ctxlab.summarizers.notes import TITLES, _cut, _cut_lines, _Entry, _Notes, fit
 from ctxlab.summarizers.text_facts import (
     _HEADING,
     _LANGS,
@@ -56,6 +56,7 @@ from ctxlab.tokens.base import Estimator
 def merge_previous(notes: _Notes, previous: str) -> None:
     """Add the entries of an earlier summary (this format, Claude Code's, or free text)."""
     section, fenced, structured = 0, False, False
+    last: _Entry | None = None
     titles = {t.lower() for t in TITLES}
     for raw in previous.splitlines():
         if raw.strip().startswith("```"):
@@ -67,6 +68,18 @@ def merge_previous(notes: _Notes, previous: str) -> None:
             continue
         line = re.sub(r"^[-*]\s+", "", raw.strip())
         if fenced or not line or section == 0 or line == "(none)":
+            continue
+        if raw[:2] == "  " and raw[2:3] not in (" ", "\t") and last is not None \
+                and last.section == section:
+            # a continuation line of this format's entry of several lines (an error line,
+            # a line of a user message, what became of a failure)
+            said = re.fullmatch(r"\((.*)\)", raw.strip())
+            if said and section in (3, 4, 5):
+                sep = "," if section == 3 else ";"
+                last.ops.extend(o.strip() for o in said.group(1).split(sep)
+                                if o.strip() not in ("", "…") and o.strip() not in last.ops)
+            else:
+                notes.extend(last, " ".join(raw.split()))
             continue
         nested = raw.startswith((" " * 4, "\t")) and raw.strip()[:1] in "-*"
         ops: tuple[str, ...] = ()
@@ -82,9 +95,10 @@ def merge_previous(notes: _Notes, previous: str) -> None:
             continue
         if section == 3 and (p := _PATH.match(line)) and p.end() == len(line):
             ops += tuple(o.strip() for o in (p.group(2) or "").split(",") if o.strip())
-            notes.add(3, p.group(1), 6 if {"edited", "written"} & set(ops) else 5, ops=ops)
+            last = notes.add(3, p.group(1), 6 if {"edited", "written"} & set(ops) else 5,
+                             ops=ops)
         else:
-            notes.add(section, _cut(line, 400), _TIERS[section], ops=ops)
+            last = notes.add(section, _cut(line, 400), _TIERS[section], ops=ops)
     if not structured:
         for path in sorted(set(re.findall(r"(?:/[\w.-]+){2,}", previous)), key=previous.index):
             notes.add(3, path, 5, ops=("mentioned",))
@@ -134,7 +148,10 @@ class _Extraction:
                 if ask := _asks(text):
                     self.notes.add(1, ask, 4)
                     self.next_step = f"Continue with the user's latest request: {_cut(text, 200)}"
-                self.notes.add(6, f'"{_cut(text, 400)}"', 2)
+                said = _cut_lines(text, 400)
+                # quoted when one line; a message of several lines keeps its last line as
+                # it was (an error line, an instruction)
+                self.notes.add(6, said if "\n" in said else f'"{said}"', 2)
             elif kind == "text":
                 self.last_note = text
                 if len(text) > 80:
@@ -169,7 +186,8 @@ class _Extraction:
         if op == "read":
             errs = ()
         if errs:
-            self.failing[what] = notes.add(4, f"{what}: {'; '.join(errs)}", 4)
+            # each error line on a line of its own, as the output had it
+            self.failing[what] = notes.add(4, f"{what}:" + "".join(f"\n  {e}" for e in errs), 4)
             self.edits_since[what] = []
         elif what in self.failing:
             done = self.edits_since.pop(what, [])

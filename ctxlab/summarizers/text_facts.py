@@ -112,7 +112,7 @@ def error_lines(text: str, limit: int = 3) -> list[str]:
         line = _PERCENT.sub("", _E_PREFIX.sub("", raw.strip()))
         if not line or line.startswith("Traceback") or not _ERROR.search(line):
             continue
-        line = _cut(line, 160)
+        line = _cut(line, 300)          # as an error artifact is (`ctxlab.artifacts`)
         if line not in out:
             out.append(line)
         if len(out) >= limit:
