@@ -281,19 +281,20 @@ def _fitted_overheads(t: Transcript, p: Pipeline,
     key = (id(t.frame), id(t.calls), id(t.events), tuple(instance_key(x) for x in specs))
     with _OVERHEADS_LOCK:
         got = _OVERHEADS.get(key)
-        if got is not None and got[0] is t.frame and got[1] is t.calls:
+        if got is not None and all(a is b for a, b in zip(got[0], (t.frame, t.calls,
+                                                                   t.events))):
             _OVERHEADS.move_to_end(key)
-            return dict(got[2])
+            return dict(got[1])
     out = _fit_overheads(t, p, estimator)
     with _OVERHEADS_LOCK:       # the frames are kept: their ids stay theirs
-        _OVERHEADS[key] = (t.frame, t.calls, dict(out))
+        _OVERHEADS[key] = ((t.frame, t.calls, t.events), dict(out))
         while len(_OVERHEADS) > OVERHEADS_KEPT:
             _OVERHEADS.popitem(last=False)
     return out
 
 
 OVERHEADS_KEPT = 8
-_OVERHEADS: OrderedDict[tuple[Any, ...], tuple[Any, Any, dict[str, int]]] = OrderedDict()
+_OVERHEADS: OrderedDict[tuple[Any, ...], tuple[tuple[Any, ...], dict[str, int]]] = OrderedDict()
 _OVERHEADS_LOCK = threading.Lock()     # a Dask worker may replay in several threads
 
 

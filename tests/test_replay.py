@@ -231,6 +231,9 @@ def test_overheads_are_fitted_once_per_log_and_spec(monkeypatch):
     replay(other, "neurolink", window=150_000)
     replay(t, "neurolink", window=150_000, estimator=estimator("chars:4"))
     assert len(fits) == 4 and fits[1] == "chars:3"
+    # the same parts and calls with other events (recorded compactions count): fitted again
+    replay(dataclasses.replace(t, events=t.events.copy()), "neurolink", window=150_000)
+    assert len(fits) == 5
     assert again.settings.overhead_tokens == {s: real(t, "neurolink:anthropic")[s]
                                               for s in t.sessions}
 
