@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import ctxlab
@@ -83,3 +84,38 @@ def test_a_negative_token_count_is_no_count(tmp_path: Path):
         encoding="utf-8")
     c = ctxlab.load(p).calls
     assert c["input_total"].isna().all() and c["output_tokens"].tolist() == [2]
+
+
+def test_a_message_list_document_followed_by_junk_is_read_and_the_junk_reported(
+        tmp_path: Path):
+    """A pretty-printed list of messages, then a stray line: the list is read and the stray
+    line is the one record skipped (it fell back to JSONL and skipped every line)."""
+    messages = [{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "yo",
+                 "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}}]
+    text = json.dumps(messages, indent=2)
+    p = tmp_path / "m.json"
+    p.write_text(text + "\nnot json\n", encoding="utf-8")
+    t = ctxlab.load(p, format="openai_messages")
+    assert t.frame["content"].tolist() == ["hi", "yo"]
+    sk = t.load_report.skipped
+    assert sk["line"].tolist() == [text.count("\n") + 2]
+    assert "after the JSON" in sk["reason"].iloc[0]
+
+
+MINI = REALDATA / "mini_swe_agent" / "astropy__astropy-12907.traj.json"
+
+
+@pytest.mark.skipif(not MINI.is_file(), reason="../shared/realdata is absent")
+def test_an_unsent_field_of_an_odd_shape_does_not_drop_its_message(tmp_path: Path):
+    """mini-swe-agent's ``extra`` is never sent: a text there (instead of an object) loses
+    only what it would have told (usage, time), not the message the model wrote."""
+    doc = json.loads(MINI.read_text(encoding="utf-8"))
+    k = next(i for i, m in enumerate(doc["messages"]) if m.get("role") == "assistant")
+    doc["messages"][k]["extra"] = "not an object"
+    p = tmp_path / "t.traj.json"
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    t, whole = ctxlab.load(p), ctxlab.load(MINI)
+    assert t.load_report.skipped.empty
+    assert t.frame["content"].tolist() == whole.frame["content"].tolist()
+    assert len(t.calls) == len(whole.calls) and pd.isna(t.calls["input_total"].iloc[0])

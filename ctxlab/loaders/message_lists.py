@@ -288,6 +288,12 @@ def read_conversations(path: Path, log: RecordLog) -> list[Conversation]:
             if e.msg != "Extra data":
                 raise log.error(f"malformed JSON: {e.msg} at column {e.colno}; the file may be "
                                 f"truncated or not a JSON document", line=e.lineno) from None
+            head = text[:e.pos].strip()
+            if "\n" in head:   # a document over several lines, then something else: not JSONL
+                doc = parse_json(head)
+                log.skipped("trailing data", "text after the JSON document (the document is "
+                            "read; remove what follows it)", line=e.lineno)
+                return _from_document(doc, log, stem)
         else:
             return _from_document(doc, log, stem)
     return _from_jsonl(path, log, stem)

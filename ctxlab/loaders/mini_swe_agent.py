@@ -76,7 +76,8 @@ def parse(m: Any, *, task_seen: bool, after_last_call: bool, tools: ToolIndex,
                             model=model)
         resp = _response(m)
         usage = openai_usage(resp.get("usage"))
-        ts = timestamp(resp.get("created")) or timestamp((m.get("extra") or {}).get("timestamp"))
+        extra = m.get("extra") if isinstance(m.get("extra"), Mapping) else {}    # never sent
+        ts = timestamp(resp.get("created")) or timestamp(extra.get("timestamp"))
         rid = resp.get("id")
         msg.call = {**usage, "model": resp.get("model") if isinstance(resp.get("model"), str)
                     else model, "call_id": rid if isinstance(rid, str) else None, "ts": ts}
