@@ -91,7 +91,10 @@ class KeepLast(Stage):
                     reason=f"kept the last {self.keep} {where} messages, dropped "
                            f"{len(dropped)} older ones",
                     details={"messages_dropped": len(dropped), "messages_kept": self.keep,
-                             "tokens_saved": int(ints(p, "tokens")[hidden].sum()),
+                             # with the framing of the messages that go
+                             "tokens_saved": int(ints(p, "tokens")[hidden].sum())
+                             + view.estimator.framing(view.messages)
+                             - view.estimator.framing(view.messages - len(dropped)),
                              "orphaned_results": orphans})
 
 

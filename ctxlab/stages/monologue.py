@@ -36,7 +36,8 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.stages import register
-from ctxlab.stages.base import Edit, Stage, View, distinct, equals, ints, labels, one_of, strings
+from ctxlab.stages.base import (Edit, Stage, View, distinct, equals, ints, is_na, labels,
+                                one_of, strings)
 
 KEPT_KINDS = frozenset({"summary", "marker"})
 
@@ -150,7 +151,10 @@ class Monologue(Stage):
         k = kind[rows]
         final = _final_rows(seg, msg[rows], role[rows], k)
         keep_user = (role[rows] == "user") & (k != "tool_result")
-        monologue = ~(keep_user | one_of(k, KEPT_KINDS)) & ~final
+        # a part an earlier event inserted (a summary, a marker, the call `repair` put
+        # back for an answer whose call went) is not monologue: hiding it would have repair
+        # insert it again at the next call, and the stage act at every call
+        monologue = ~(keep_user | one_of(k, KEPT_KINDS)) & ~final & is_na(p, "event")[rows]
         order = np.lexsort((rows, seg))                  # segment by segment
         hidden_rows = rows[order][monologue[order]]
         part = ints(p, "part")
@@ -176,7 +180,8 @@ class Monologue(Stage):
             details={"segments": len(segments), "compacted_segments": len(older),
                      "final_answers": len(distinct(seg[final])),
                      "parts_removed": len(hide), "messages_removed": msgs_before - msgs_after,
-                     "tokens_saved": int(ints(p, "tokens")[hidden].sum()),
+                     "tokens_saved": int(ints(p, "tokens")[hidden].sum())
+                     + view.estimator.framing(msgs_before) - view.estimator.framing(msgs_after),
                      "orphaned_results": orphaned})
 
 

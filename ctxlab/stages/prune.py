@@ -48,8 +48,9 @@ class Prune(Stage):
                 isinstance(t, str) for t in self.protected_tools):
             raise ConfigError(f"prune: protected_tools must be a tuple of tool names, got "
                               f"{self.protected_tools!r}")
-        if not isinstance(self.placeholder, str):
-            raise ConfigError(f"prune: placeholder must be a text, got {self.placeholder!r}")
+        if not isinstance(self.placeholder, str) or not self.placeholder.strip():
+            raise ConfigError(f"prune: placeholder must be a non-empty text, got "
+                              f"{self.placeholder!r}")
 
     def plan(self, view: View) -> Edit | None:
         p = view

@@ -89,19 +89,23 @@ class Summarize(Stage):
                                   f"register it with ctxlab.summarizers.register(...) first")
             object.__setattr__(self, "summarizer", self.summarizer.name)
         problems = []
-        if not 0.0 <= self.keep_recent_ratio <= 1.0:
-            problems.append(f"keep_recent_ratio must be in [0, 1], not {self.keep_recent_ratio!r}")
+        ratio = self.keep_recent_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) \
+                or not 0.0 <= ratio <= 1.0:
+            problems.append(f"keep_recent_ratio must be a number in [0, 1], not {ratio!r}")
         for f in ("min_recent", "min_messages", "keep_recent"):
             v = getattr(self, f)
-            if v is not None and (not isinstance(v, int) or v < 0):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
                 problems.append(f"{f} must be an integer >= 0, not {v!r}")
         if self.role not in ("system", "user"):
             problems.append(f"role must be 'system' or 'user', not {self.role!r}")
         if self.mode not in ("history", "blocks"):
             problems.append(f"mode must be 'history' or 'blocks', not {self.mode!r}")
-        if not isinstance(self.block_chars, int) or self.block_chars < 1:
+        if isinstance(self.block_chars, bool) or not isinstance(self.block_chars, int) \
+                or self.block_chars < 1:
             problems.append(f"block_chars must be a positive integer, not {self.block_chars!r}")
-        if self.budget_tokens is not None and (not isinstance(self.budget_tokens, int)
+        if self.budget_tokens is not None and (isinstance(self.budget_tokens, bool)
+                                               or not isinstance(self.budget_tokens, int)
                                                or self.budget_tokens < 1):
             problems.append(f"budget_tokens must be a positive integer or None, "
                             f"not {self.budget_tokens!r}")

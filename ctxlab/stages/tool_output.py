@@ -197,6 +197,9 @@ class TruncateToolOutput(Stage):
                 raise ConfigError(f"truncate_tool_output: {field_name} must be a positive "
                                   f"integer{' or None' if field_name == 'max_lines' else ''}, "
                                   f"got {value!r}")
+        if not isinstance(self.handle, bool):
+            raise ConfigError(f"truncate_tool_output: handle must be True or False, got "
+                              f"{self.handle!r}")
         if self.direction not in ("head", "tail"):
             raise ConfigError(f"truncate_tool_output: direction must be 'head' or 'tail', got "
                               f"{self.direction!r}")
