@@ -44,12 +44,15 @@ def wheres(t: Transcript) -> Counter[str]:
     return Counter(t.load_report.records["where"].astype(str))
 
 
-def expected_wheres(data: bytes, *, jsonl: bool = False) -> list[str] | None:
+def expected_wheres(data: bytes, *, jsonl: bool = False,
+                    trailing: bool = False) -> list[str] | None:
     """Locators of the records a file must report, or None if it is not JSON at all.
 
     For a JSON document: every element of its top-level lists (``[j]`` or
     ``messages[j]``/``tools[j]``...); for JSONL (``jsonl=True``, or a document that
-    parses up to "Extra data"): every non-blank line (``line i``).
+    parses up to "Extra data"): every non-blank line (``line i``). With ``trailing`` (the
+    message-list loaders), a document over several lines followed by anything else is the
+    document (what follows is one more report entry).
     """
     text = data.decode("utf-8", errors="replace")
     if jsonl:
@@ -59,6 +62,9 @@ def expected_wheres(data: bytes, *, jsonl: bool = False) -> list[str] | None:
     except json.JSONDecodeError as e:
         if e.msg != "Extra data":
             return None
+        head = text[:e.pos].strip()
+        if trailing and "\n" in head:
+            return expected_wheres(head.encode("utf-8"))
         return [f"line {i}" for i, ln in enumerate(text.split("\n"), 1) if ln.strip()]
     if isinstance(doc, list):
         return [f"[{j}]" for j in range(len(doc))]

@@ -152,7 +152,7 @@ def test_corrupted_input_is_reported_or_load_error(name: str, c: tuple, tmp_path
         t = ctxlab.load(p, format="anthropic_messages")
     except LoadError:
         return
-    expected = expected_wheres(data, jsonl=name.endswith(".jsonl"))
+    expected = expected_wheres(data, jsonl=name.endswith(".jsonl"), trailing=True)
     assert expected is not None
     assert_accounts(t, expected)
 

@@ -126,11 +126,16 @@ def test_plot_layers_limit_lines_and_reported_overlay(neurolink):
     assert np.allclose(_by_gid(ax.lines, "threshold").get_ydata() * 1000,
                        neurolink.pipeline.threshold * c["limit_tokens"])
     assert "target" not in {line.get_gid() for line in ax.lines}  # target == threshold here
-    # reported usage is drawn while the replayed request is the logged one: up to call 36
+    # reported usage is drawn while the replayed request is the logged one: before the first
+    # compaction at call 36 (after it, the stack shows the compacted request), and up to
+    # call 36 itself beside the requests before compaction
     y = _by_gid(ax.lines, "reported").get_ydata()
     shown = np.isfinite(y)
-    assert c.loc[shown, "call"].max() == 36 and shown.sum() == 37
+    assert c.loc[shown, "call"].max() == 35 and shown.sum() == 36
     assert np.allclose(y[shown] * 1000, c.loc[shown, "input_total"])
+    before = np.isfinite(_by_gid(plot_layers(neurolink, side="before").axes[0].lines,
+                                 "reported").get_ydata())
+    assert c.loc[before, "call"].max() == 36 and before.sum() == 37
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "L4 history" in legend and "trigger at 80% of limit" in legend
 

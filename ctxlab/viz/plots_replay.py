@@ -46,15 +46,18 @@ def replay_stage_colours(replay: Replay) -> dict[str, str]:
     return stage_colours(names)
 
 
-def _logged(replay: Replay, session: str, calls: pd.DataFrame) -> np.ndarray:
-    """Which calls' requests (before compaction) are the ones the log sent: up to the
-    replay's first compaction and before the log's first recorded one."""
+def _logged(replay: Replay, session: str, calls: pd.DataFrame,
+            side: Literal["after", "before"] = "before") -> np.ndarray:
+    """Which calls' requests (on ``side`` of compaction) are the ones the log sent: up to
+    the replay's first compaction (its request before, not after it) and before the log's
+    first recorded one."""
     base = replay.base.calls[replay.base.calls["session"] == session]
     end = calls["call"].map(base.set_index("call")["input_end_pos"]).to_numpy(dtype=float)
     until = float(replay.settings.reported_until.get(session, np.inf))
     done = calls.loc[calls["compacted"], "call"]
     first = float(done.min()) if len(done) else np.inf
-    return (end < until) & (calls["call"].to_numpy(dtype=float) <= first)
+    call = calls["call"].to_numpy(dtype=float)
+    return (end < until) & ((call <= first) if side == "before" else (call < first))
 
 
 def plot_layers(replay: Replay, *, session: str | None = None,
@@ -117,7 +120,8 @@ def plot_layers(replay: Replay, *, session: str | None = None,
         ax.plot(x, checked / 1000, color=NEUTRAL[1], linewidth=1, linestyle=(0, (4, 1, 1, 1)),
                 label="measured by the trigger", gid="checked")
     done = c["compacted"].to_numpy(dtype=bool)
-    reported = np.where(_logged(replay, s, c), pd.to_numeric(c["input_total"], errors="coerce")
+    reported = np.where(_logged(replay, s, c, side), pd.to_numeric(c["input_total"],
+                                                                  errors="coerce")
                         .to_numpy(dtype=float), np.nan)
     if np.isfinite(reported).any():
         ax.plot(x, reported / 1000, color="black", linewidth=0.9, marker=".", markersize=3,

@@ -177,8 +177,8 @@ def _settings(replay: Replay, source: Transcript, cells: _Cells) -> str:
             ("always / enforce / post stages",
              " / ".join(" > ".join(x.name for x in group) or "–"
                         for group in (p.always, p.enforce, p.post))),
-            ("trigger", f"{p.trigger_on} tokens over {p.threshold:.0%} of the {p.limit} limit"
-                        f", target {(p.target or p.threshold):.0%}"),
+            ("trigger", f"{p.trigger_on} tokens over {p.threshold * 100:g}% of the {p.limit} "
+                        f"limit, target {(p.target or p.threshold) * 100:g}%"),
             ("window", window),
             ("estimator", est or f"the pipeline's ({p.estimator})"),
             ("unrecorded overhead", "–" if not overhead else
