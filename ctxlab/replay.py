@@ -179,12 +179,15 @@ class Replay:
         return self._metrics["retention"].copy()
 
     def summary(self) -> dict[str, Any]:
-        """The replay in numbers: compactions, tokens sent, peak usage, overflows, recall."""
+        """The replay in numbers: compactions (calls at which the trigger fired), calls
+        compacted (whose request a stage changed: always-on stages need no trigger), tokens
+        sent, peak usage, overflows, recall."""
         from ctxlab.metrics import summarize_recall
         c = self.calls
         rec = summarize_recall(self.recall())
         return {"pipeline": self.pipeline.name, "calls": len(c),
                 "compactions": int(c["triggered"].sum()) if len(c) else 0,
+                "calls_compacted": int(c["compacted"].sum()) if len(c) else 0,
                 "events": int(self.events["event"].notna().sum()),
                 "failures": int(self.events["failure"].notna().sum())
                 if "failure" in self.events else 0,

@@ -402,3 +402,12 @@ def test_resuming_one_session_of_several_keeps_the_rows_in_log_order():
     r = replay(t, "neurolink", window=30_000)
     for s in t.sessions[:2]:
         _frames_equal(r.rewind(5, session=s).resume(), r)
+
+
+def test_the_summary_tells_calls_compacted_from_compactions():
+    """Observation masking edits a request at most calls without its trigger ever firing:
+    the summary says both (its plots count the calls compacted)."""
+    r = replay(ctxlab.load(DATASETS / "coding_session.jsonl"), "observation-masking")
+    s = r.summary()
+    assert s["compactions"] == int(r.calls["triggered"].sum()) == 0
+    assert s["calls_compacted"] == r.events.loc[r.events["event"].notna(), "call"].nunique() > 100

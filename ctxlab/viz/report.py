@@ -63,6 +63,8 @@ SUMMARY_DOC = {
     "pipeline": "the pipeline replayed",
     "calls": "LLM calls replayed",
     "compactions": "calls at which the trigger fired",
+    "calls_compacted": "calls whose request a stage changed (always-on stages need no trigger: "
+                       "the plots count these)",
     "events": "stage applications that changed the request",
     "failures": "summarizer attempts that failed (the pipeline went on without them)",
     "tokens_sent": "input tokens over all replayed requests",
