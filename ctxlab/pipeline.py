@@ -312,7 +312,13 @@ def call_models(t: Transcript, session: str) -> dict[int, str | None]:
 def window_for(t: Transcript, session: str, call: int, default: int | None = None) -> int:
     """The context window of the model that made a call (registry lookup; `call_models`);
     ``default``: the window of a model the registry does not know (None: its fallback)."""
-    r = resolve_window(model=call_models(t, session).get(int(call)))
+    return model_window(call_models(t, session).get(int(call)), default)
+
+
+def model_window(model: str | None, default: int | None = None) -> int:
+    """A model's context window; ``default``: that of a model the registry does not know
+    (None: the registry's fallback, `Pipeline.default_window`)."""
+    r = resolve_window(model=model)
     return default if default is not None and r.method == "global-default" \
         else r.window_tokens
 

@@ -17,10 +17,9 @@ import pandas as pd
 
 from ctxlab.engine import StageRun
 from ctxlab.layers import layer_categories, user_texts
-from ctxlab.pipeline import Pipeline, forced_final, trigger_scope
+from ctxlab.pipeline import Pipeline, forced_final, model_window, trigger_scope
 from ctxlab.schema import TEXT, Transcript
 from ctxlab.stages.table import Table
-from ctxlab.tokens.windows import resolve_window
 
 if TYPE_CHECKING:
     from ctxlab.replay import Replay
@@ -186,9 +185,7 @@ def window_of(model: Any, default: int | None = None) -> int:
     a model the registry does not know (None: the registry's fallback)."""
     key = (model if isinstance(model, str) else None, default)
     if key not in _WINDOWS:
-        r = resolve_window(model=key[0])
-        _WINDOWS[key] = default if default is not None and r.method == "global-default" \
-            else r.window_tokens
+        _WINDOWS[key] = model_window(*key)
     return _WINDOWS[key]
 
 

@@ -63,8 +63,9 @@ EVENT_REASONS = {
 
 def _input_differs(sent: list[Any], conversation: list[Any]) -> str:
     """Why a call's recorded input is not the conversation's messages before it."""
-    gone = sum(1 for i in conversation if i is not None and i not in sent)
-    extra = sum(1 for i in sent if i is None or i not in conversation)
+    sent_ids, said = set(sent), set(conversation)
+    gone = sum(1 for i in conversation if i is not None and i not in sent_ids)
+    extra = sum(1 for i in sent if i is None or i not in said)
     return (f"the call was sent {len(sent)} messages, not the {len(conversation)} of the "
             f"conversation before it ({gone} of those left out, {extra} others: Inspect "
             f"compacted or injected messages); its input here is the conversation's, so "

@@ -166,8 +166,9 @@ def _settings(replay: Replay, source: Transcript, cells: _Cells) -> str:
                        f"{' …' if len(guessed) > 5 else ''}: pass --window to set it)")
     est = s.estimator if isinstance(s.estimator, str) else getattr(s.estimator, "spec", None)
     if est is None:     # the pipeline's, for each session's provider: the specs used
+        with_calls = set(replay.base.calls["session"])
         used = list(dict.fromkeys(replay.estimator(x).spec for x in replay.base.sessions
-                                  if (replay.base.calls["session"] == x).any()))
+                                  if x in with_calls))
         est = (", ".join(used[:4]) + (" …" if len(used) > 4 else "")
                + f" (the pipeline's {p.estimator})") if used else None
     overhead = sorted(int(v) for v in s.overhead_tokens.values())
