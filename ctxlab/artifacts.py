@@ -13,7 +13,9 @@ result some clients, e.g. Gemini CLI, store as JSON) is read as its values, one 
   ``shell``, ``run_shell_command``...; a list is joined, ``bash -lc`` dropped) and
   lines starting with ``$ `` (after a bullet or backtick). [Fenced blocks are unseen.]
 * ``error``: a line with ``Error:``, ``Exception``, ``Traceback``, ``FAILED``,
-  ``error[``, ``fatal:``, ``panic:``, ``ERROR`` or starting with ``error``; code
+  ``error[``, ``fatal:``, ``panic:``, ``ERROR``, a compiler's or type checker's
+  diagnostic (``main.c:3:5: error:``, ``x.py:3: error:``, ``app.ts(3,5): error TS2304``)
+  or starting with ``error``; code
   lines (``except``, ``class``, ``raise``...) are not; pytest's ``E`` prefix and
   ``[ 40%]`` suffix and a file read's line-number gutter (``126→``) are dropped. [A summary
   that merges or rewords lines loses them.]
@@ -91,8 +93,12 @@ _TOKENS = (
     rf"|(?<![\w./\\+-])(?P<ident>{_SEG}(?:\.{_SEG})+|(?!{_NOT_TICKET}-)[A-Z][A-Z0-9]+-\d+"
     r"|_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+"
     r"|[A-Z]+[a-z0-9]+(?:[A-Z][a-z0-9]*)+)(?![\w-]|\.\w)))")
-_ERROR = (r"(?m)^[^\S\n]*(?P<error>(?:[^\n]*?(?=[EFTefp])(?:Error:|Exception\b|\bTraceback\b|"
-          r"\bFAILED\b|\berror\[|\bfatal:|\bpanic:|\bERROR\b)|error\b)[^\n]*)")
+_ERROR = (r"(?m)^[^\S\n]*(?P<error>(?:[^\n]*?(?:(?=[EFTefp])(?:Error:|Exception\b|\bTraceback\b|"
+          r"\bFAILED\b|\berror\[|\bfatal:|\bpanic:|\bERROR\b)"
+          # a compiler's or checker's diagnostic: ``main.c:3:5: error:``, ``x.py:3: error:``,
+          # ``app.ts(3,5): error TS2304``, ``x.c:1:10: fatal error:``
+          r"|(?<=\w):\d+(?::\d+)?:[^\S\n]*(?:fatal[^\S\n]+)?error\b|(?<=\w)\(\d+,\d+\):[^\S\n]*error\b)"
+          r"|error\b)[^\n]*)")
 _CODE_LINE = r"(?:except|class|def|raise|import|from|catch|throw|if|elif|return|assert)\b"
 _DOLLAR = r"(?m)^[^\S\n]*(?:[-*][^\S\n]+)?`?\$ (?P<cmd>[^`\n]+)"
 _SHELL = (r"(?s)^(?i:bash|shell|sh|terminal|run_shell_command|shell_command|exec_command|"

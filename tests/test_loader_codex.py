@@ -223,6 +223,17 @@ def test_fixture_compaction(tmp_path: Path) -> None:
     assert len(un.frame) == len(t.frame) - 3 and un.frame["hidden_by"].isna().all()
 
 
+def test_second_copy_of_an_out_of_range_total_is_still_a_copy(tmp_path: Path) -> None:
+    """A total too large for a count column: the call's total is left empty, and the
+    token_count's second copy is still recognised as one (not a call of its own)."""
+    lines = fixture_lines()
+    for k in (7, 12):                   # lines 8 and 13: the first call's two copies
+        lines[k] = _line("event_msg", _usage(10 ** 30, 1000, 200, 100, 40))
+    t = ctxlab.load(write(tmp_path, lines))
+    assert len(t.calls) == 4 and t.calls["input_total"].tolist()[:2] == [1000, 1250]
+    assert t.load_report.records.set_index("line").loc[13, "reason"].startswith("second copy")
+
+
 def test_compaction_without_replacement_history(tmp_path: Path) -> None:
     lines = [_line("session_meta", {"id": "s2", "instructions": "Be brief."}),
              _line("response_item", _msg("user", "hi")),

@@ -135,6 +135,25 @@ def test_jsonl_of_conversations_like_the_dataset_generator(tmp_path: Path):
     assert t.frame["source"].iloc[1] == f"{p}:1#messages[0]"
 
 
+def test_jsonl_line_holding_a_list_of_messages_is_a_conversation(tmp_path: Path):
+    """A line may hold a whole conversation as its message list (and a one-line JSON
+    document followed by stray text is read the same way: the stray line is skipped)."""
+    msgs = conversation()
+    p = write_jsonl(tmp_path / "lists.jsonl", [msgs, msgs[:3]])
+    t = ctxlab.load(p)
+    assert t.sessions == ["lists:1", "lists:2"]
+    assert t.frame.groupby("session", sort=False).size().tolist() == [12, 4]
+    rep = t.load_report.records
+    assert (rep["status"] == "used").all()
+    assert rep["where"].str.fullmatch(r"line 2 \[\d\]").sum() == 3
+    q = tmp_path / "one.json"
+    q.write_text(json.dumps(msgs) + "\nnot json\n", encoding="utf-8")
+    t = ctxlab.load(q)
+    assert len(t.frame) == 12
+    rep = t.load_report.records
+    assert rep.loc[rep["status"] == "skipped", "line"].tolist() == [2]
+
+
 def test_conversation_usage_goes_to_a_single_call_only(tmp_path: Path):
     one = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}],
            "usage": {"prompt_tokens": 9, "completion_tokens": 2}}

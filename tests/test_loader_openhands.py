@@ -195,6 +195,21 @@ def test_observation_without_action_still_makes_the_call(tmp_path: Path) -> None
     assert (t.frame["tool_call_id"] == "t1").sum() == 2
 
 
+def test_a_record_that_fails_is_skipped_whole(tmp_path: Path) -> None:
+    """An action whose args are not an object, carrying a model response not seen
+    before: skipped, and none of it (the response's call and parts) kept."""
+    events = fixture_events()
+    events[-1]["args"] = ["outputs"]
+    events[-1]["tool_call_metadata"]["tool_call_id"] = "t9"     # not in the response
+    t = ctxlab.load(write(tmp_path, events))
+    rep = t.load_report.records
+    bad = rep[rep["where"] == f"[{len(events) - 1}]"]
+    assert bad["status"].tolist() == ["skipped"] and "args is a list" in bad["reason"].iloc[0]
+    assert "resp-2" not in t.calls["call_id"].dropna().tolist()
+    assert "All done." not in t.frame["content"].tolist()
+    assert t.load_report.parts_made == len(t.frame)
+
+
 def test_sniff_does_not_claim_other_json(tmp_path: Path) -> None:
     msgs = write(tmp_path, [{"role": "user", "content": "hi"}], "msgs.json")
     assert not openhands.sniff(msgs, msgs.read_text())

@@ -133,6 +133,22 @@ def test_numbers(text, expected):
     assert _values(text, "number") == sorted(expected)
 
 
+def test_compiler_and_type_checker_diagnostics_are_errors():
+    """gcc/clang, mypy and tsc name the file and line before ``error``; a word that only
+    ends in ``:3:`` or a prose ``error`` mid-line is not one."""
+    text = ("main.c:3:5: error: expected ';' before '}' token\n"
+            "main.c:1:10: fatal error: foo.h: No such file or directory\n"
+            "src/app.py:12: error: Incompatible types in assignment\n"
+            "src/app.ts(3,5): error TS2304: Cannot find name 'x'.\n"
+            "main.c:7:1: warning: unused variable\n"
+            "ratio 3:4: no error here\n")
+    assert _values(text, "error") == sorted([
+        "main.c:3:5: error: expected ';' before '}' token",
+        "main.c:1:10: fatal error: foo.h: No such file or directory",
+        "src/app.py:12: error: Incompatible types in assignment",
+        "src/app.ts(3,5): error TS2304: Cannot find name 'x'."])
+
+
 def test_a_file_reads_line_gutter_is_not_part_of_an_error_line():
     """Claude Code numbers the lines of a file it read (``126→``): a code line stays code,
     and the same error line at two line numbers is one error."""

@@ -164,6 +164,7 @@ class _Rollout:
         self.after_input = False
         self.uncounted: int | None = None     # a call whose token_count may have been lost
         self.last_total: int | None = None
+        self.last_raw_total: Any = None
         self.last_usage: Mapping[str, Any] | None = None
         self.tools: dict[str, tuple[str | None, str | None]] = {}
         self.history: list[int] = []
@@ -305,8 +306,10 @@ class _Rollout:
             self.log.ignored(rtype, "no usage yet: info is null before the first response",
                              line=line)
             return
-        total = safe.count(info["total_token_usage"]["total_tokens"])
-        if total is not None and total == self.last_total:
+        raw = info["total_token_usage"]["total_tokens"]
+        total = safe.count(raw)
+        # (compared as recorded: a total no count column holds is still the same copy)
+        if raw is not None and not isinstance(raw, bool) and raw == self.last_raw_total:
             self.log.ignored(rtype, "second copy of the previous token_count (same "
                              "total_token_usage.total_tokens)", line=line)
             return
@@ -327,7 +330,7 @@ class _Rollout:
             # the outputs that follow are this call's, whatever is lost before them
             self.call_implicit, self.lost, self.after_input = False, False, False
         self.uncounted = None
-        self.last_total, self.last_usage = total, last
+        self.last_total, self.last_usage, self.last_raw_total = total, last, raw
         self.log.used(rtype, line=line)
 
     def compacted(self, line: int, p: Mapping[str, Any], ts: str | None) -> None:

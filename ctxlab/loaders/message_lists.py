@@ -255,6 +255,11 @@ def _is_conversation(v: Any) -> bool:
     return isinstance(v, dict) and "messages" in v and "role" not in v
 
 
+def _is_message_list(v: Any) -> bool:
+    return isinstance(v, list) and bool(v) and all(isinstance(m, dict) and "role" in m
+                                                   for m in v)
+
+
 def _conversation(obj: dict[str, Any], log: RecordLog, session: str, *, line: int | None,
                   prefix: str) -> Conversation:
     """A conversation object's records; ``prefix`` locates the object (e.g. ``[2].``)."""
@@ -333,6 +338,13 @@ def _from_jsonl(path: Path, log: RecordLog, stem: str) -> list[Conversation]:
             sid = sid if sid not in seen else f"{sid}:{i}"
             seen.add(sid)
             convs.append(_conversation(v, log, sid, line=i, prefix=""))
+            log.used("conversation", line=i)
+        elif _is_message_list(v):       # a line holding one conversation as its messages
+            sid = f"{stem}:{i}" if f"{stem}:{i}" not in seen else f"{stem}:{i}:list"
+            seen.add(sid)
+            conv = Conversation(session=sid, line=i)
+            conv.messages = [conv.record(f"[{j}]", m, log) for j, m in enumerate(v)]
+            convs.append(conv)
             log.used("conversation", line=i)
         elif isinstance(v, dict) and "role" in v:
             if single is None:

@@ -189,6 +189,8 @@ class _Stream:
         action, eid, ts = ev["action"], ev.get("id"), timestamp(ev.get("timestamp"))
         src = self.log.location(where=where)
         b, args = self.b, ev.get("args") or {}
+        if not isinstance(args, Mapping):   # before anything is added: the whole record goes
+            raise TypeError(f"args is a {type(args).__name__}, not an object")
         if action in ("condensation", "condensation_request"):
             if action == "condensation":
                 self.condensation(ev, where)
