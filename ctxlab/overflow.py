@@ -88,6 +88,13 @@ class OverflowPattern:
         if compiled.groups:
             raise ConfigError(f"overflow pattern {self.pattern!r} has capturing groups; write "
                               f"(?:...) so the patterns can be searched as one expression")
+        try:    # the patterns are searched as one expression: each must work as a group
+            re.compile(f"(?:{self.pattern})")
+        except re.error as e:
+            raise ConfigError(f"overflow pattern {self.pattern!r} of {self.provider} cannot be "
+                              f"searched with the others ({e}): flags such as (?i) must be "
+                              f"scoped, (?i:...), and matching is case-insensitive "
+                              f"already") from e
         object.__setattr__(self, "regex", compiled)
 
     @property
@@ -173,8 +180,10 @@ def _walk(obj: object, depth: int, max_depth: int, seen: set[int]) -> Iterator[s
         yield f"{type(obj).__name__}: {obj}"
         children: list[object] = [obj.__cause__, obj.__context__]
         children += [getattr(obj, a, None) for a in _ERROR_ATTRS]
-    elif isinstance(obj, Mapping):
-        children = [obj[k] for k in ERROR_KEYS if k in obj]
+        children += list(getattr(obj, "exceptions", None) or ())   # an ExceptionGroup's
+    elif isinstance(obj, Mapping):     # keys in any case (boto3: {"Error": {"Message": ...}})
+        lower = {k.lower(): v for k, v in obj.items() if isinstance(k, str)}
+        children = [lower[k.lower()] for k in ERROR_KEYS if k.lower() in lower]
     elif isinstance(obj, (list, tuple)):
         children = list(obj)
     else:
@@ -187,8 +196,9 @@ def error_texts(error: object, *, max_depth: int = DEFAULT_MAX_DEPTH) -> tuple[s
     """Every text an error carries: its message, nested payloads and causes.
 
     Accepts an exception (its type and message, then ``__cause__``, ``__context__``
-    and the attributes ``message``, ``error``, ``body``, ``cause``), a string, a
-    mapping (values of :data:`ERROR_KEYS`), a list of any of these, or any object
+    and the attributes ``message``, ``error``, ``body``, ``cause``; an exception group's
+    exceptions), a string, a mapping (values of :data:`ERROR_KEYS`, keys in any case), a
+    list of any of these, or any object
     with those attributes. Nesting deeper than ``max_depth`` is not inspected;
     cycles are visited once.
 

@@ -128,7 +128,8 @@ def test_pattern_sets_reproduce_each_seed() -> None:
     assert overflow_provider("ACME: Window is full", patterns=custom) == "acme"
 
 
-@pytest.mark.parametrize("pattern", ["(unclosed", "(capturing) group"])
+@pytest.mark.parametrize("pattern", ["(unclosed", "(capturing) group",
+                                     "(?i)context window is full"])
 def test_bad_patterns_are_rejected(pattern: str) -> None:
     with pytest.raises(ConfigError, match="pattern"):
         OverflowPattern(provider="acme", pattern=pattern)
@@ -198,6 +199,30 @@ def test_cause_attribute_and_dicts() -> None:
                                         "code": "context_length_exceeded"}}) == "openrouter"
     assert overflow_provider({"error": {"status": "RESOURCE_EXHAUSTED", "code": 429}}) == "google"
     assert is_context_overflow([{"msg": "ok"}, {"detail": "prompt is too long"}])
+
+
+def test_exception_groups_and_capitalised_keys() -> None:
+    """asyncio.TaskGroup wraps a task's error in an ExceptionGroup whose own text does not
+    hold it; boto3 gives {"Error": {"Code": ..., "Message": ...}}."""
+    import asyncio
+
+    async def fails() -> None:
+        raise RuntimeError("Error code: 400 - prompt is too long: 210000 tokens > 200000")
+
+    async def main() -> None:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(fails())
+
+    try:
+        asyncio.run(main())
+    except BaseException as e:      # noqa: BLE001 - the group itself
+        group = e
+    assert isinstance(group, BaseExceptionGroup) and "too long" not in str(group)
+    assert overflow_provider(group) == "anthropic"
+    boto = {"Error": {"Code": "ValidationException",
+                      "Message": "Input is too long for requested model."}}
+    assert overflow_provider(boto) == "bedrock"
+    assert overflow_provider({"ErrorMessage": "prompt is too long"}) == "anthropic"
 
 
 def test_only_error_fields_of_a_mapping_are_read() -> None:

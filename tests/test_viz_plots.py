@@ -216,6 +216,39 @@ def test_plot_context_blocks_match_the_request_and_the_ledger(tight, call):
     assert statuses == {"summarised", "dropped"}
 
 
+def test_plot_context_opens_l1_with_the_unrecorded_overhead_and_totals_the_request():
+    """The fitted overhead is in the replay's L1 sums: the map draws it (before the
+    system parts), and its title adds it and the message framing to the parts' tokens
+    to give the request's total, as `Replay.calls` has it."""
+    r = ctxlab.replay(ctxlab.load(DATASETS / "coding_session.jsonl"), "neurolink",
+                      overhead_tokens=5_000)
+    row = r.calls.set_index("call").loc[36]
+    for side, col in (("before", "tokens_before"), ("after", "tokens_after")):
+        parts = context_parts_df(r, 36, side=side)
+        ax = plot_context(r, 36, side=side).axes[0]
+        over = [p for p in ax.patches if p.get_gid() == "overhead"]
+        assert len(over) == 1 and np.isclose(over[0].get_width() * 1000, 5_000)
+        assert over[0].get_x() == 0
+        assert not [p for p in ax.patches if p.get_gid().startswith("part-")
+                    and np.isclose(p.get_y(), over[0].get_y())]   # this log records no L1
+        framing = int(row[col]) - int(parts["tokens"].sum()) - 5_000
+        assert framing > 0
+        assert ax.get_title().endswith(f"{int(row[col]):,} tokens — {len(parts):,} parts "
+                                       f"{int(parts['tokens'].sum()):,} + 5,000 unrecorded + "
+                                       f"{framing:,} message framing")
+    r0 = ctxlab.replay(ctxlab.load(DATASETS / "coding_session.jsonl"), "neurolink",
+                       overhead_tokens=0)
+    assert not [p for p in plot_context(r0, 36).axes[0].patches if p.get_gid() == "overhead"]
+    # a log that records its system prompt: the overhead comes first, its parts after it
+    r = ctxlab.replay(ctxlab.load(DATASETS / "projects_mode.jsonl"), "neurolink",
+                      overhead_tokens=5_000)
+    ax = plot_context(r, 3).axes[0]
+    over = next(p for p in ax.patches if p.get_gid() == "overhead")
+    system = [p for p in ax.patches if p.get_gid().startswith("part-")
+              and np.isclose(p.get_y(), over.get_y())]
+    assert len(system) == 1 and np.isclose(system[0].get_x() * 1000, 5_000)
+
+
 def test_context_parts_df_offsets_lay_parts_end_to_end_per_layer(neurolink):
     parts = context_parts_df(neurolink, 36)
     hid = neurolink.ledger[(neurolink.ledger["call"] == 36)

@@ -38,6 +38,8 @@ STAGE_STATUS = {"prune": "pruned", "clear_tool_results": "pruned",
 """What hiding a part means, per stage: replaced by a placeholder or a cut (pruned), by a
 pointer to a later copy (deduped), folded into a summary or preview (summarised), or
 removed (dropped). Stages not listed (plugins) give ``hidden``."""
+OVERHEAD_HATCH = "++"
+"""The fill of the session's unrecorded overhead (L1, fitted: no part holds it)."""
 HATCHES = {"pruned": "////", "deduped": "xxxx", "summarised": "oo", "dropped": "....",
            "hidden": "\\\\\\\\"}
 
@@ -102,7 +104,10 @@ def plot_context(replay: Replay, call: int, *, side: Literal["before", "after"] 
 
     One row per layer (L1 system at the top), parts left to right in position order,
     block width in tokens. Each block's ``gid`` is ``part-<id>-<status>``; each row
-    ends with its tokens per status. Message framing is not drawn (it belongs to no part).
+    ends with its tokens per status. The session's unrecorded overhead (system prompt and
+    tool definitions the log does not hold, fitted from its reported usage) opens the L1
+    row as a block of its own (``gid`` ``overhead``); message framing belongs to no part
+    and layer, so it is not drawn, and the title gives it with the request's total.
 
     Example:
         >>> import ctxlab
@@ -115,8 +120,19 @@ def plot_context(replay: Replay, call: int, *, side: Literal["before", "after"] 
     from matplotlib.patches import Patch, Rectangle
 
     parts = context_parts_df(replay, call, side=side, session=session)
+    s, calls = replay_session(replay, session)
+    overhead = int(replay.settings.overhead_tokens.get(s, 0))
+    total = int(calls.loc[calls["call"] == call,
+                          "tokens_before" if side == "before" else "tokens_after"].iloc[0])
     fig, ax = new_figure(ax, (10, 3.8))
     row = {layer: len(LAYERS) - 1 - i for i, layer in enumerate(LAYERS)}
+    if overhead:
+        colour = LAYER_COLOURS["system"]
+        ax.add_patch(Rectangle((0, row["system"] - 0.38), overhead / 1000, 0.76,
+                               facecolor=to_rgba(colour, 0.35), edgecolor=colour, linewidth=0.4,
+                               hatch=OVERHEAD_HATCH, gid="overhead"))
+        parts = parts.assign(offset_tokens=parts["offset_tokens"]
+                             + np.where(parts["layer"] == "system", overhead, 0))
     for p in parts.itertuples(index=False):
         colour = LAYER_COLOURS.get(p.layer, NEUTRAL[0])
         hatch = HATCHES.get(p.status)
@@ -130,13 +146,18 @@ def plot_context(replay: Replay, call: int, *, side: Literal["before", "after"] 
                                0.76, facecolor=face, edgecolor=edge, linewidth=width,
                                hatch=hatch, gid=f"part-{p.part}-{p.status}"))
     totals = parts.groupby(["layer", "status"], sort=False)["tokens"].sum()
-    widest = float(parts.groupby("layer")["tokens"].sum().max()) if len(parts) else 0.0
+    widths = parts.groupby("layer")["tokens"].sum().to_dict()
+    widths["system"] = widths.get("system", 0) + overhead
+    widest = float(max(widths.values()))
     for layer in LAYERS:
-        if layer not in totals.index.get_level_values(0):
+        if layer not in totals.index.get_level_values(0) and not (layer == "system" and overhead):
             continue
-        t = totals[layer]
-        text = ", ".join(f"{thousands(t[st])} {st}" for st in STATUSES if st in t.index)
-        ax.annotate(text, (float(t.sum()) / 1000, row[layer]), xytext=(4, 0),
+        t = totals[layer] if layer in totals.index.get_level_values(0) else pd.Series(dtype=int)
+        text = ", ".join([f"{thousands(overhead)} unrecorded"] if layer == "system" and overhead
+                         else [])
+        text = ", ".join([x for x in (text, ", ".join(
+            f"{thousands(t[st])} {st}" for st in STATUSES if st in t.index)) if x])
+        ax.annotate(text, (widths[layer] / 1000, row[layer]), xytext=(4, 0),
                     textcoords="offset points", va="center", fontsize=7)
     ax.set_yticks([row[k] for k in LAYERS],
                   [f"{LAYER_CODES[k]} {k}" if LAYER_CODES[k] != k else k for k in LAYERS])
@@ -144,11 +165,19 @@ def plot_context(replay: Replay, call: int, *, side: Literal["before", "after"] 
     ax.set_xlim(0, max(widest, 1.0) / 1000 * 1.3)
     ax.set_xlabel("tokens (thousands), parts in position order")
     shown = [st for st in STATUSES if st in set(parts["status"])]
-    ax.legend(handles=[_legend_patch(Patch, st) for st in shown], fontsize=7,
-              loc="lower right", title="part status", title_fontsize=7)
+    handles = [_legend_patch(Patch, st) for st in shown]
+    if overhead:
+        handles.append(Patch(facecolor="white", edgecolor=NEUTRAL[1], hatch=OVERHEAD_HATCH,
+                             label="unrecorded (fitted)"))
+    ax.legend(handles=handles, fontsize=7, loc="lower right", title="part status",
+              title_fontsize=7)
     what = "before compaction" if side == "before" else "as sent"
-    ax.set_title(f"Request of call {call} {what}: {len(parts):,} parts, "
-                 f"{int(parts['tokens'].sum()):,} tokens", fontsize=10)
+    drawn = int(parts["tokens"].sum())
+    extra = [f"{overhead:,} unrecorded"] if overhead else []
+    if total - drawn - overhead:
+        extra.append(f"{total - drawn - overhead:,} message framing")
+    ax.set_title(f"Request of call {call} {what}: {total:,} tokens — {len(parts):,} parts "
+                 f"{drawn:,}" + "".join(f" + {x}" for x in extra), fontsize=10)
     ax.grid(axis="x", alpha=0.3)
     return fig
 
