@@ -250,6 +250,23 @@ def test_prices_can_be_overridden_and_transcripts_swept_in_memory():
     # Claude 3 models are not priced as their later namesakes or the default
     assert price_for("claude-3-opus-20240229") == (15.0, 75.0)
     assert price_for("claude-3-haiku-20240307") == (0.25, 1.25)
+    # a user's key replaces the built-in one whatever its case
+    upper = sweep([t], grid, workers=1, prices={"GPT-4.1": (1.0, 4.0)})
+    assert upper["cost"].to_numpy() == pytest.approx(cheap["cost"].to_numpy())
+    with pytest.raises(ConfigError, match=r"prices\['gemini'\] = 2.0: give a model family"):
+        sweep([t], grid, workers=1, prices={"gemini": 2.0})
+
+
+@pytest.mark.parametrize("model, price", [
+    ("claude-opus-4-6", (5.0, 25.0)),                  # not claude-opus's (15, 75)
+    ("anthropic/claude-3-haiku-20240307", (0.25, 1.25)),  # aider's names: provider first
+    ("openrouter/openai/gpt-4o-mini", (0.15, 0.6)),
+    ("us.anthropic.claude-3-haiku-20240307-v1:0", (0.25, 1.25)),  # Bedrock
+    ("google/gemini-3-pro-preview", (2.0, 12.0)),
+    ("gpt-5-nano", (0.05, 0.4)),
+])
+def test_price_for_model_names_as_logs_record_them(model, price):
+    assert price_for(model) == price
 
 
 def test_engine_and_source_errors():

@@ -101,6 +101,36 @@ def test_calibrate_against_a_tokenizer_reference(coding):
     assert all(0.49 < r <= 0.52 for r in rates.values())
 
 
+def test_a_log_without_thinking_keeps_the_tokenizers_thinking_rate():
+    """Nothing to fit: the rate stays the prior (it was 0, counting all thinking as free)."""
+    t = ctxlab.load(DATASETS / "openai_sessions.jsonl")
+    assert not (t.frame["kind"] == "thinking").any()
+    rates = fit_calibration(t, shape="tiktoken:o200k_base").tables["*"].tokens_per_char
+    assert rates["thinking"] == pytest.approx(0.25)
+
+
+def test_upper_margin_of_a_tokenizer_fit_covers_95_percent_of_big_parts(coding):
+    from ctxlab.tokens.base import text_lengths
+    from ctxlab.tokens.calibration import groups
+
+    cal = fit_calibration(coding, reference="chars:3")
+    rates = cal.tables["*"]
+    f = coding.frame
+    ref = estimator("chars:3").count_parts(f)
+    est = text_lengths(f["content"]) * pd.Series(groups(f["content"], f["kind"])).map(
+        dict(rates.tokens_per_char)).to_numpy()
+    big = ref >= 20
+    covered = (est[big] * rates.upper_margin >= ref[big] - 1e-6).mean()
+    assert covered >= 0.95
+
+
+def test_compare_estimators_on_a_raw_frame_with_a_lone_surrogate():
+    parts = pd.DataFrame({"session": "s", "part": [0, 1], "kind": "text",
+                          "content": pd.Series(["hello \ud83d world", None], dtype=object)})
+    df = compare_estimators_df(parts, ["chars:4"], reference="chars:2")
+    assert df["est_tokens"].tolist() == [4]
+
+
 def test_calibration_errors(tmp_path, coding):
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "something-else"}')
@@ -153,6 +183,21 @@ def test_real_claude_code_held_out_session_within_five_percent():
     mape = usage_errors_df(reported_usage_df(held_out, est))["mape_pct"].item()
     chars = usage_errors_df(reported_usage_df(held_out, "chars:4"))["mape_pct"].item()
     assert mape <= 5.0 and mape < chars / 3
+
+
+@pytest.mark.realdata
+def test_real_aider_log_with_several_models_and_calls_without_one_calibrates():
+    """The real aider history: 19 models, 22 calls that name none. The per-model tables
+    compared the model column (NA included) to each model, and crashed."""
+    path = REALDATA / "aider" / "chat-history.md"
+    if not path.is_file():
+        pytest.skip(f"real transcripts not available: {path} is absent")
+    t = ctxlab.load(path)
+    assert t.calls["model"].isna().sum() > 0 and t.calls["model"].nunique() > 1
+    cal = fit_calibration(t)
+    models = set(t.calls["model"].dropna())
+    assert "*" in cal.tables and set(cal.tables) - {"*"} <= models
+    assert len(cal.tables) > 2
 
 
 def test_a_calibration_saved_again_under_the_same_name_is_read_again(coding, tmp_path,

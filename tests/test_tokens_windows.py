@@ -268,6 +268,25 @@ def test_vendor_slash_model() -> None:
                                                       "gemini-3-pro-preview")
 
 
+def test_vendor_prefix_is_dropped_when_a_provider_is_given_too() -> None:
+    """The guard and the budget pass provider and model together: the window is the
+    model's either way (it was the provider's default, 128k for gpt-4.1's 1M)."""
+    for provider in (None, "openai"):
+        assert resolve_window(provider, "openai/gpt-4.1").window_tokens == 1_047_576
+    for provider in (None, "google-ai"):
+        r = resolve_window(provider, "models/gemini-1.5-pro")
+        assert (r.window_tokens, r.model) == (2_097_152, "gemini-1.5-pro")
+
+
+def test_bedrock_inference_profile_region_prefix() -> None:
+    bare = resolve_window(model="anthropic.claude-3-5-sonnet-20241022-v2:0")
+    for name in ("us.anthropic.claude-3-5-sonnet-20241022-v2:0",
+                 "eu.anthropic.claude-3-5-sonnet-20241022-v2:0"):
+        r = resolve_window(model=name)
+        assert (r.window_tokens, r.provider) == (bare.window_tokens, bare.provider)
+    assert bare.window_tokens == 200_000
+
+
 # --- overrides --------------------------------------------------------------------------------
 
 def test_overrides_return_new_registry_and_leave_original_alone() -> None:

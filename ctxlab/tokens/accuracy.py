@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.errors import ConfigError
-from ctxlab.tokens.base import Estimator, text_lengths
+from ctxlab.tokens.base import Estimator, text_lengths, text_series
 from ctxlab.tokens.content import classify
 from ctxlab.tokens.registry import estimator as get_estimator
 from ctxlab.visibility import call_segments, call_sums
@@ -70,7 +70,7 @@ def compare_estimators_df(source: PartsSource | pd.DataFrame,
         [[11.0, 6.0, 3.0, -50.0], [40.0, 20.0, 10.0, -50.0]]
     """
     frame = source if isinstance(source, pd.DataFrame) else source.frame
-    content = frame["content"].astype("string").fillna("")
+    content = text_series(frame["content"]).fillna("")
     keep = (content.str.len() > 0).to_numpy()
     parts = frame[keep]
     ref = get_estimator(reference)

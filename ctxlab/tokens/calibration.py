@@ -233,7 +233,7 @@ def fit_calibration(source: PartsSource, reference: str = "reported",
     models = calls["model"].dropna().unique()
     if len(models) > 1:
         for m in models:
-            sub = features[calls["model"].to_numpy() == m]
+            sub = features[calls["model"].eq(m).fillna(False).to_numpy(dtype=bool)]
             if (sub["input_total"] > 0).sum() >= 3:
                 tables[str(m)] = _fit_reported(sub, base)[0]
     return Calibration(reference="reported", tables=tables, overhead_tokens=overhead)
@@ -248,9 +248,9 @@ def _fit_tokenizer(source: PartsSource, reference: str | Estimator) -> Calibrati
     sums = df.groupby("group")[["chars", "tokens"]].sum()
     rates = {str(g): float(r["tokens"] / r["chars"]) for g, r in sums.iterrows() if r["chars"] > 0}
     est = df["chars"] * df["group"].map(rates).astype(float).fillna(PRIOR_RATE)
-    big = df["tokens"] >= 20
-    under = ((df["tokens"] - est) / df["tokens"].clip(lower=1))[big]
-    margin = 1.0 + max(0.0, float(under.quantile(0.95))) if big.any() else 1.0
+    big = df["tokens"] >= 20       # the factor that lifts 95% of the parts to their count
+    ratio = (df["tokens"] / est.clip(lower=1e-9))[big]
+    margin = max(1.0, float(ratio.quantile(0.95))) if big.any() else 1.0
     return Calibration(reference=ref.spec, overhead_tokens={},
                        tables={"*": Rates(tokens_per_char=rates, per_message=ref.per_message,
                                           upper_margin=margin, calls=0)})
@@ -288,6 +288,8 @@ def _fit_reported(features: pd.DataFrame, base: Rates) -> tuple[Rates, dict[str,
     sol = np.linalg.lstsq(np.vstack([a, reg]), np.concatenate([b, reg[[0, 1], [0, 1]] * prior]),
                           rcond=None)[0]
     k, t = max(sol[0], 0.0), min(max(sol[1], 0.0), MAX_THINKING_RATE)
+    if not (x[:, 1] > 0).any():     # no thinking to fit: its rate stays the tokenizer's
+        t = float(prior[1])
     intercepts = sol[2:]
     content = x @ np.array([k, t]) + PER_MESSAGE * f["messages"].to_numpy()
     pred = content + dummies @ intercepts

@@ -28,6 +28,7 @@ Example:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
@@ -62,6 +63,10 @@ def _tokens(value: object, what: str, *, minimum: int = 1) -> int:
         raise ConfigError(f"{what} must be an int >= {minimum} (tokens), got "
                           f"{type(value).__name__} {value!r}; pass e.g. 128_000")
     return value
+
+
+_BEDROCK_PROFILE = re.compile(r"^(?:us|eu|apac|us-gov|global)\.(?=[a-z]+\.)")
+"""A Bedrock cross-region inference profile's region prefix (``us.anthropic.claude-...``)."""
 
 
 def _norm(name: str | None) -> str | None:
@@ -243,10 +248,12 @@ class WindowRegistry:
             (200000, 'provider-default', 'anthropic')
         """
         p, m = _norm(provider), _norm(model)
-        if p is None and m is not None and "/" in m:
-            vendor, _, rest = m.partition("/")
-            p = vendor if vendor in self._table else None
-            m = _norm(rest if p else m.rsplit("/", 1)[1])
+        if m is not None and "/" in m:     # openai/gpt-4.1, models/gemini-1.5-pro: the name
+            vendor = m.partition("/")[0]   # after the last slash, with or without a provider
+            p = p if p is not None else vendor if vendor in self._table else None
+            m = _norm(m.rsplit("/", 1)[1])
+        if m is not None and (bare := _BEDROCK_PROFILE.sub("", m)) != m and bare:
+            m = bare                       # a Bedrock inference profile: us.anthropic.claude-...
         if p is not None and p not in self._table:
             return self._global(p, m, f"provider {p!r} is not in the registry", strict)
         if m is not None and (hit := self._match(p, m)) is not None:
