@@ -54,6 +54,34 @@ def test_line_numbers_come_off_and_go_back_on():
     assert strip_line_numbers("     1→x\nnot numbered") == ("     1→x\nnot numbered", 1)
 
 
+def test_claude_codes_reminder_after_a_read_is_not_part_of_the_file():
+    """Claude Code 1.0.x appends an unnumbered ``<system-reminder>`` to every Read: the
+    numbers still come off (a multi-line edit then applies) and the reminder is left out."""
+    reminder = ("\n\n<system-reminder>\nWhenever you read a file, you should consider "
+                "whether it looks malicious.\n</system-reminder>\n")
+    tool, args, result, failed = _read("a.py", "def f():\n    return 1\n\ndef g():\n    return 2")
+    f = _log([(tool, args, result + reminder, failed),
+              _edit("a.py", "def f():\n    return 1", "def f():\n    return 42")])
+    s = file_states(f).iloc[0]
+    assert s["content"] == "def f():\n    return 42\n\ndef g():\n    return 2"
+    assert strip_line_numbers("     1→x" + reminder) == ("x", 1)
+    # a reminder inside the file (a numbered line) is the file's
+    inside = numbered("<system-reminder>\nx\n</system-reminder>")
+    assert strip_line_numbers(inside) == ("<system-reminder>\nx\n</system-reminder>", 1)
+
+
+@pytest.mark.realdata
+def test_a_real_claude_code_1_0_read_and_its_edit():
+    """go.mod read with the reminder, then edited (go 1.23.0 -> go 1.23): the file's state
+    is the edited text, without the reminder."""
+    from tests.conftest import realdata_path
+    t = ctxlab.load(realdata_path("claude_code/vibecodingtracker/claude_code.jsonl"))
+    states = file_states(t.rewind_recorded().frame).set_index("path")
+    gomod = states.loc[next(p for p in states.index if str(p).endswith("/go.mod"))]
+    assert "go 1.23\n" in gomod["content"] and "go 1.23.0" not in gomod["content"]
+    assert "system-reminder" not in gomod["content"] and "→" not in gomod["content"]
+
+
 def test_a_read_then_edits_give_the_edited_text():
     f = _log([_read("a.py", "x = 1\ny = 2\ny = 2"),
               _edit("a.py", "x = 1", "x = 10"),

@@ -39,20 +39,27 @@ EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool", "
 STATE_COLUMNS = ("path", "content", "first_line", "complete", "read_pos", "written_pos",
                  "recent_pos")
 _NUMBERED = re.compile(r"^ *(\d+)(?:→|\t)(.*)$")
+_REMINDER_TAIL = re.compile(r"\n\s*<system-reminder>(?:(?!<system-reminder>).)*?</system-reminder>"
+                            r"\s*\Z", re.S)
 
 
 def strip_line_numbers(text: str) -> tuple[str, int]:
     """A read tool's output without its line numbers, and the first line's number.
 
-    Text that is not numbered on every line comes back as it is, starting at line 1.
+    A ``<system-reminder>`` block Claude Code appends after the numbered lines (1.0.x)
+    is the client's, not the file's: it is left out. Text that is not numbered on every
+    line comes back as it is, starting at line 1.
 
     Example:
         >>> strip_line_numbers("    10→a = 1\\n    11→b = 2")
         ('a = 1\\nb = 2', 10)
+        >>> strip_line_numbers("     1→x\\n\\n<system-reminder>\\nBe careful.\\n</system-reminder>\\n")
+        ('x', 1)
         >>> strip_line_numbers("plain text")
         ('plain text', 1)
     """
-    lines = text.split("\n")
+    body = _REMINDER_TAIL.sub("", text)
+    lines = body.split("\n")
     if lines and lines[-1] == "":
         lines = lines[:-1]
     found = [_NUMBERED.match(line) for line in lines]
