@@ -80,8 +80,11 @@ def _neurolink() -> Pipeline:
 
 
 def _probe() -> Pipeline:
-    return Pipeline(name="probe", stages=stages_from(["monologue"]), threshold=1.0,
-                    limit="window", estimator="probe",
+    # the older segments' final tool results lose their calls (seed 001's ``User → Tool
+    # result``): providers refuse such requests, so repair gives them placeholder calls
+    return Pipeline(name="probe", stages=stages_from(["monologue"]),
+                    post=stages_from(["repair"]), threshold=1.0, limit="window",
+                    estimator="probe",
                     description="seed 001: drop older segments' monologue on overflow")
 
 
@@ -102,6 +105,7 @@ def _copilot_legacy() -> Pipeline:
                                                                     "scope": "history"}),
                                         "carry_forward"]),
                     stages=stages_from([("summarize", {"mode": "blocks"})]),
+                    post=stages_from(["repair"]),       # monologue's orphans (see probe)
                     threshold=1.0, limit="fixed", limit_tokens=COPILOT_AUTO_COMPACT,
                     trigger_layers=("carried", "current", "prompt"), estimator="chars:4",
                     description="seed 003 as shipped: only L2+L3+L5 checked")
@@ -120,6 +124,7 @@ def _copilot_fixed() -> Pipeline:
                                                             "section_chars": 100,
                                                             "min_room": 4_096}),
                                          "trim_history"]),
+                    post=stages_from(["repair"]),
                     threshold=1.0, limit="fixed", limit_tokens=COPILOT_AUTO_COMPACT,
                     trigger_layers=("system", "tools", "carried", "current", "prompt"),
                     estimator="chars:4",

@@ -148,6 +148,30 @@ def test_ai_agent_lets_a_first_turn_through_that_only_its_schemas_push_over():
     assert row["forced_final"]
 
 
+@pytest.mark.parametrize("name, window", [("probe", 4_000), ("copilot-legacy", None),
+                                          ("copilot-fixed", None)])
+def test_monologue_presets_send_no_tool_result_without_its_call(name, window):
+    """monologue keeps an older segment's final tool results and hides their calls
+    (seed 001's ``User → Tool result``); a provider refuses such a request, so these
+    presets repair it with placeholder calls."""
+    from tests.stage_helpers import build_transcript
+
+    msgs: list = []
+    for i in range(4):
+        msgs += [("user", [("text", f"task {i}")]),
+                 ("assistant", [("thinking", "plan " + "t" * 3000),
+                                ("tool_call", f'search({{"q": "{i}"}})',
+                                 {"tool_name": "search", "tool_call_id": f"c{i}"})]),
+                 ("user", [("tool_result", "result " + "r" * 3000,
+                            {"tool_name": "search", "tool_call_id": f"c{i}"})])]
+    t = build_transcript(msgs + [("user", [("text", "task 5")])])
+    r = compact(t, name, window=window) if window else compact(t, name)
+    assert "monologue" in r.stages_used and "repair" in r.stages_used
+    assert r.grammar_after["orphan_result"] == 0
+    results = r.view.parts[r.view.parts["kind"] == "tool_result"]
+    assert len(results) == 4         # the older segments' final answers are kept
+
+
 def test_below_threshold_nothing_happens(coding):
     r = compact(coding, "neurolink", window=2_000_000)
     assert not r.triggered and not r.compacted and r.tokens_after == r.tokens_before
