@@ -15,7 +15,7 @@ holds it, so the projection is short by ``schema`` tokens. ``first_turn_schema=T
 in :func:`evaluate` counts it while nothing is committed (an option the seed lacks).
 
 Each :class:`Target` (a provider/model to try, in order) has a limit
-``window - buffer - max_output`` (`ctxlab.tokens.windows.effective_limit`). A
+``window - buffer - max_output`` (`ctxlab.tokens.windows.guard_limit`). A
 target whose limit holds the projection is ``ok``; one that does not is ``skip``
 when another target fits (the agent tries the next provider) and ``final`` when
 none fits (the agent is forced into a final turn: tools restricted to
@@ -46,7 +46,7 @@ from ctxlab.tokens.windows import (
     DEFAULT_BUFFER_TOKENS,
     DEFAULT_REGISTRY,
     WindowRegistry,
-    effective_limit,
+    guard_limit,
     resolve_window,
 )
 
@@ -148,7 +148,8 @@ class Target:
         registry: where windows are looked up (default :data:`AI_AGENT_REGISTRY`).
 
     Raises:
-        ConfigError: a value is not a valid token count, or the limit is not positive.
+        ConfigError: a value is not a valid token count. (A limit of 0 or less is
+            kept: no projection fits it, so `evaluate` skips the target.)
 
     Example:
         >>> Target(provider="anthropic").window_tokens, Target(provider="anthropic").limit
@@ -174,8 +175,10 @@ class Target:
         else:
             window = resolve_window(self.provider, self.model, registry=self.registry
                                     ).window_tokens
-        limit = effective_limit(window, max_output=self.max_output_tokens,
-                                buffer=self.buffer_tokens)  # validates every number
+        # validates every number; 0 or less when the window cannot hold the buffer and
+        # the reply: nothing fits it, so it is skipped (or the turn forced final)
+        limit = guard_limit(window, max_output=self.max_output_tokens,
+                            buffer=self.buffer_tokens)
         object.__setattr__(self, "window_tokens", window)
         object.__setattr__(self, "limit", limit)
 
@@ -312,8 +315,9 @@ class ToolBudget:
 
     @classmethod
     def open(cls, counters: GuardCounters, target: Target) -> ToolBudget:
-        """A budget for ``target`` starting from the counters' projection."""
-        return cls(limit_tokens=target.limit, used_tokens=counters.projected)
+        """A budget for ``target`` starting from the counters' projection (none left
+        when the target's limit is 0 or less)."""
+        return cls(limit_tokens=max(target.limit, 0), used_tokens=counters.projected)
 
     @property
     def remaining_tokens(self) -> int:

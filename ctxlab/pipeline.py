@@ -29,7 +29,7 @@ from ctxlab.stages import stage as make_stage
 from ctxlab.stages.base import Stage, View, ints, labels, one_of
 from ctxlab.stages.grammar import view_grammar
 from ctxlab.tokens import Estimator, estimator as get_estimator
-from ctxlab.tokens.windows import effective_limit, output_reserve, resolve_window
+from ctxlab.tokens.windows import guard_limit, output_reserve, resolve_window
 
 Limit = Literal["available", "effective", "window", "fixed"]
 OnOver = Literal["send", "final"]
@@ -133,8 +133,8 @@ class Pipeline:
             return int(self.limit_tokens or 0)
         if self.limit == "window":
             return window
-        if self.limit == "effective":
-            return effective_limit(window, max_output=self.max_tokens)
+        if self.limit == "effective":   # no room at all: every request is over (seed 002)
+            return max(guard_limit(window, max_output=self.max_tokens), 0)
         return window - output_reserve(window, self.max_tokens)
 
     def __str__(self) -> str:

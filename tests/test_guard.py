@@ -58,12 +58,24 @@ def test_window_resolution(kwargs: dict, window: int) -> None:
 @pytest.mark.parametrize("kwargs", [
     {"provider": ""}, {"provider": "x", "context_window": 0},
     {"provider": "x", "buffer_tokens": -1}, {"provider": "x", "max_output_tokens": -5},
-    {"provider": "x", "context_window": 16_000, "buffer_tokens": 12_000},  # no room left
     {"provider": "x", "context_window": 1.5e5},
 ])
 def test_bad_target_is_rejected(kwargs: dict) -> None:
     with pytest.raises(ConfigError):
         Target(**kwargs)
+
+
+def test_a_target_without_room_is_skipped_not_refused() -> None:
+    """gpt-4's 8,192 tokens cannot hold seed 002's 8,192 buffer and a 2,048 reply: no
+    projection fits it, so the next target is tried (seed 002: skip), or the turn is
+    forced final when it is the only one."""
+    small = Target(provider="openai", model="gpt-4")
+    assert small.limit == 8_192 - 8_192 - 2_048
+    d = evaluate(GuardCounters(current=5_000), [small, Target(provider="anthropic")])
+    assert [c.status for c in d.targets] == ["skip", "ok"] and d.selected == 1
+    alone = evaluate(GuardCounters(current=5_000), [small])
+    assert alone.status == "final"
+    assert ToolBudget.open(GuardCounters(current=5_000), small).limit_tokens == 0
 
 
 # --- counters -------------------------------------------------------------------------------

@@ -172,6 +172,22 @@ def test_monologue_presets_send_no_tool_result_without_its_call(name, window):
     assert len(results) == 4         # the older segments' final answers are kept
 
 
+def test_ai_agent_on_a_window_too_small_for_its_buffer_forces_final_turns():
+    """gpt-4's 8,192-token window leaves seed 002's guard no room: every request is over
+    the limit and forces a final turn (a replay used to stop with an error)."""
+    b = SessionBuilder("s", RecordLog("mem.jsonl"))
+    b.message("user", real_user=True)
+    b.part("text", "hello " * 50)
+    b.call(model="gpt-4", input_total=300)
+    b.message("assistant")
+    b.part("text", "hi")
+    t = assemble([b], RecordLog("mem.jsonl"), {"format": "test"})
+    r = ctxlab.replay(t, "ai-agent")
+    row = r.calls.iloc[0]
+    assert row["limit_tokens"] == 0 and bool(row["forced_final"])
+    assert preset("ai-agent").limit_for(8_192) == 0
+
+
 def test_below_threshold_nothing_happens(coding):
     r = compact(coding, "neurolink", window=2_000_000)
     assert not r.triggered and not r.compacted and r.tokens_after == r.tokens_before

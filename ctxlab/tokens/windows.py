@@ -355,6 +355,22 @@ def output_reserve(window: int, max_tokens: int | None = None) -> int:
     return min(MAX_DEFAULT_OUTPUT_RESERVE, math.ceil(window * DEFAULT_OUTPUT_RESERVE_RATIO))
 
 
+def guard_limit(window: int, *, max_output: int | None = None,
+                buffer: int = DEFAULT_BUFFER_TOKENS) -> int:
+    """Seed 002's ``window - buffer - max_output`` as it is, 0 or less for a window too
+    small to hold the buffer and the reply (gpt-4's 8,192): every request projects over
+    it, so the guard skips that target or forces a final turn.
+
+    Example:
+        >>> guard_limit(128_000), guard_limit(8_192)
+        (87808, -2048)
+    """
+    _tokens(window, "window")
+    _tokens(buffer, "buffer", minimum=0)
+    out = window // 4 if max_output is None else _tokens(max_output, "max_output", minimum=0)
+    return window - buffer - out
+
+
 def effective_limit(window: int, *, max_output: int | None = None,
                     buffer: int = DEFAULT_BUFFER_TOKENS) -> int:
     """ai-agent's context-guard limit (seed 002): ``window - buffer - max_output``.
@@ -362,16 +378,15 @@ def effective_limit(window: int, *, max_output: int | None = None,
     ``max_output`` defaults to ``window // 4`` when not given.
 
     Raises:
-        ConfigError: the limit is not positive (no room for any input).
+        ConfigError: the limit is not positive (no room for any input; `guard_limit`
+            gives it as it is).
 
     Example:
         >>> effective_limit(128_000, max_output=16_384), effective_limit(128_000)
         (103424, 87808)
     """
-    _tokens(window, "window")
-    _tokens(buffer, "buffer", minimum=0)
-    out = window // 4 if max_output is None else _tokens(max_output, "max_output", minimum=0)
-    if (limit := window - buffer - out) <= 0:
+    out = window // 4 if max_output is None else max_output
+    if (limit := guard_limit(window, max_output=max_output, buffer=buffer)) <= 0:
         raise ConfigError(f"window {window:,} - buffer {buffer:,} - max output {out:,} = "
                           f"{limit:,} leaves no room for input; lower buffer or max_output")
     return limit
