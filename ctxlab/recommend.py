@@ -9,7 +9,8 @@ input). `recommend` keeps the configurations that meet the constraints and, of t
 the ones on the cost/recall Pareto front (no other is both cheaper or as cheap and
 better or as good at recall, and strictly one of them), best ``recall_per_mtok`` first.
 `config_index`, `meets` and `ranked` expose the same steps for callers that work on one
-aggregate (the notebook tuner, `ctxlab.viz.plot_sweep`).
+aggregate (the notebook tuner, `ctxlab.viz.plot_sweep`). Results of several sweeps may be
+concatenated: a configuration and session they share counts once.
 
 When nothing was needed in the whole corpus, ``recall`` is NaN; it then counts as
 meeting any ``min_recall`` and as 1.0 on the front (nothing was missed). Likewise a NaN
@@ -49,12 +50,39 @@ def config_columns(results: pd.DataFrame) -> list[str]:
         [c for c in results.columns[at:] if isinstance(c, str) and c.count(".") == 1]
 
 
-def _grouped(results: pd.DataFrame) -> tuple[list[str], pd.DataFrame, Any]:
+def _grouped(results: pd.DataFrame, *, once: bool = False
+             ) -> tuple[list[str], pd.DataFrame, Any]:
+    """The rows grouped by configuration; ``once``: each (configuration, session) once."""
     keys = config_columns(results)
     df = results.copy()
-    for k in keys:  # NA keys (a stage param that did not apply) group together
-        df[k] = df[k].astype(object).where(df[k].notna(), "-")
+    for k in keys:  # NA keys (a stage param that did not apply) group together; a list
+        col = df[k].astype(object)       # value read back from Parquet is an array
+        col = col.map(lambda v: tuple(v) if isinstance(v, (list, np.ndarray)) else v)
+        df[k] = col.where(df[k].notna(), "-")
+    if once:
+        df = _once(df, keys)
     return keys, df, df.groupby(keys, sort=False, dropna=False)
+
+
+def _once(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Each configuration's session once: results concatenated from sweeps that share a
+    configuration hold it twice (summing both would double its totals). Two rows of one
+    configuration and session that differ are two pipelines the columns cannot tell
+    apart: an error, not a sum."""
+    ident = [*keys, "file", "session"]
+    dup = df.duplicated(ident, keep="first")
+    if not dup.any():
+        return df
+    measured = [c for c in df.columns if c not in ident and c not in ("config", "seconds")]
+    differ = df.drop_duplicates([*ident, *measured]).duplicated(ident, keep=False)
+    if differ.any():
+        row = df.drop_duplicates([*ident, *measured])[differ].iloc[0]
+        raise ConfigError(
+            "two configurations of these results have the same columns "
+            f"({', '.join(f'{k}={row[k]!r}' for k in keys[:3])}, ...) but different results "
+            f"on session {row['session']!r}: two pipelines with one name? Give them names "
+            f"of their own (Pipeline(name=...)) or aggregate them apart")
+    return df[~dup]
 
 
 def config_index(results: pd.DataFrame) -> pd.Series:
@@ -79,7 +107,7 @@ def aggregate(results: pd.DataFrame) -> pd.DataFrame:
         >>> aggregate(df)[["recall", "recall_per_mtok", "peak_usage"]].values.tolist()
         [[0.9, 0.45, 0.7]]
     """
-    keys, df, g = _grouped(results)
+    keys, df, g = _grouped(results, once=True)
     out = g.size().rename("sessions").to_frame()
     for c in SUMMED:
         if c in df:

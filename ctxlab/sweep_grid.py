@@ -100,7 +100,8 @@ def with_stage_param(p: Pipeline, stage_name: str, param: str, value: Any) -> Pi
                 if param not in names:
                     raise ConfigError(f"stage {stage_name!r} has no parameter {param!r}; "
                                       f"its parameters: {', '.join(names)}")
-                _check_type(stage_name, param, getattr(s, param), value)
+                if value is not None or not _takes_none(s, param):
+                    _check_type(stage_name, param, getattr(s, param), value)
                 try:
                     s = replace(s, **{param: value})
                 except (TypeError, ValueError) as e:
@@ -112,6 +113,19 @@ def with_stage_param(p: Pipeline, stage_name: str, param: str, value: Any) -> Pi
         raise ConfigError(f"pipeline {p.name!r} has no {stage_name!r} stage; its stages: "
                           f"{', '.join(stage_names(p)) or 'none'}")
     return replace(p, **lists)
+
+
+def _takes_none(stage: Any, param: str) -> bool:
+    """Whether a stage's parameter is declared to take None (``int | None``)."""
+    import types
+    import typing
+
+    try:
+        hint = typing.get_type_hints(type(stage)).get(param)
+    except (NameError, TypeError):      # an annotation that cannot be resolved: ask the stage
+        return True
+    return hint is not None and (typing.get_origin(hint) in (typing.Union, types.UnionType)
+                                 and type(None) in typing.get_args(hint))
 
 
 def _check_type(stage_name: str, param: str, current: Any, value: Any) -> None:
@@ -158,6 +172,8 @@ def distinct(configs: Iterable[Config]) -> list[Config]:
     out: list[Config] = []
     for c in configs:
         p = c.pipeline()
+        if p.target is None:        # no target is the threshold's: the same replay
+            p = replace(p, target=p.threshold)
         key = (p, c.window, c.estimator if c.estimator is not None else p.estimator, c.skipped)
         if key not in seen:
             seen.append(key)
@@ -229,9 +245,13 @@ def _window(v: Any) -> int | None:
 
 def _number(text: str) -> Decimal:
     try:
-        return Decimal(text)
+        d = Decimal(text)
     except InvalidOperation:
         raise ConfigError(f"{text!r} is not a number") from None
+    if not d.is_finite():
+        raise ConfigError(f"{text!r} is not a finite number: a range needs finite bounds "
+                          f"and step")
+    return d
 
 
 def _value(text: str) -> Any:
@@ -253,7 +273,8 @@ def parse_spec(spec: str) -> tuple[str, list[Any]]:
     """``name=values`` from the command line: ``a:b:step`` (b included) or ``v1,v2,...``.
 
     Numbers become int or float, ``none``/``default`` None, ``true``/``false`` bool;
-    ``window`` values also read ``200k``. Ranges are computed in decimal, so
+    ``window`` values also read ``200k``; ``estimator`` values are specs
+    (`estimator_specs`: ``max:a,b`` is one). Ranges are computed in decimal, so
     ``0.6:0.95:0.05`` ends at exactly 0.95.
 
     Example:
@@ -276,6 +297,8 @@ def parse_spec(spec: str) -> tuple[str, list[Any]]:
                           f"stage.param (e.g. prune.protect_tokens)")
     if name == "window":
         return name, _windows(rest, spec)
+    if name == "estimator":
+        return name, [_value(v) for v in estimator_specs(rest)]
     if name != "preset" and _range_without_step(rest):
         raise ConfigError(f"bad range {rest!r} in --grid {spec!r}: write start:stop:step "
                           f"(e.g. threshold=0.6:0.95:0.05) or list the values (0.6,0.8)")
@@ -289,6 +312,32 @@ def parse_spec(spec: str) -> tuple[str, list[Any]]:
         whole = all(x == x.to_integral_value() for x in (a, step))
         return name, [int(a + i * step) if whole else float(a + i * step) for i in range(n)]
     return name, [_value(v) for v in rest.split(",") if v.strip()]
+
+
+def estimator_specs(text: str) -> list[str]:
+    """Estimator specs listed on the command line: separated by ``;``, or by commas where
+    a comma does not belong to ``max:<a>,<b>`` (specs have colons: no ranges).
+
+    Example:
+        >>> estimator_specs("max:tiktoken:cl100k_base,chars:4,neuron")
+        ['max:tiktoken:cl100k_base,chars:4', 'neuron']
+        >>> estimator_specs("chars:4; max:chars:3,max:chars:4,neuron")
+        ['chars:4', 'max:chars:3,max:chars:4,neuron']
+    """
+    if ";" in text:
+        return [v.strip() for v in text.split(";") if v.strip()]
+    pieces = [v.strip() for v in text.split(",") if v.strip()]
+    out: list[str] = []
+    i = 0
+    while i < len(pieces):
+        spec, need = pieces[i], pieces[i].lower().startswith("max:")
+        i += 1
+        while need and i < len(pieces):    # max:<a>,<b>: b is the next piece (maybe a max)
+            spec += "," + pieces[i]
+            need = pieces[i].lower().startswith("max:")
+            i += 1
+        out.append(spec)
+    return out
 
 
 def _windows(rest: str, spec: str) -> list[int | None]:

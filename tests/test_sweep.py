@@ -97,6 +97,59 @@ def test_concatenated_results_keep_a_late_stage_parameter_as_a_key(serial, small
     assert (agg["sessions"] == 5).all()
 
 
+def test_concatenated_sweeps_that_share_a_configuration_count_its_sessions_once(serial, small):
+    """A coarse sweep and a finer one over the same threshold: that configuration's
+    totals are its own, not doubled (it fell off the recommendation)."""
+    finer = sweep(small, {"preset": ["neurolink"], "threshold": [0.5, 0.6],
+                          "prune.protect_tokens": [10_000]}, workers=1)
+    both = pd.concat([serial, finer], ignore_index=True)
+    agg = aggregate(both)
+    assert (agg["sessions"] == 5).all() and len(agg) == serial["config"].nunique() + 1
+    alone = aggregate(serial)
+    key = ["preset", "threshold", "prune.protect_tokens"]
+    merged = agg.merge(alone, on=key, suffixes=("", "_alone"))
+    assert (merged["tokens_sent"] == merged["tokens_sent_alone"]).all()
+    # two pipelines that the columns cannot tell apart: an error, not a sum
+    changed = finer.assign(tokens_sent=finer["tokens_sent"] + 1)
+    with pytest.raises(ConfigError, match="two pipelines with one name"):
+        aggregate(pd.concat([finer, changed], ignore_index=True))
+
+
+def test_no_target_and_a_target_at_the_threshold_are_one_configuration():
+    configs, _ = expand({"preset": ["neurolink"], "threshold": [0.5], "target": [0.5, None]})
+    from ctxlab.sweep_grid import distinct
+    assert len(distinct(configs)) == 1
+
+
+def test_estimator_specs_and_non_finite_ranges_on_the_command_line():
+    assert parse_spec("estimator=max:tiktoken:cl100k_base,chars:4,neuron")[1] == [
+        "max:tiktoken:cl100k_base,chars:4", "neuron"]
+    assert parse_spec("estimator=chars:4;chars:3.6")[1] == ["chars:4", "chars:3.6"]
+    for spec in ("threshold=0.5:inf:0.1", "threshold=0.5:0.9:nan"):
+        with pytest.raises(ConfigError, match="not a finite number"):
+            parse_spec(spec)
+
+
+def test_a_parameter_declared_optional_takes_none_from_the_grid():
+    configs, _ = expand({"preset": ["copilot-fixed"],
+                         "carry_forward.min_room": [None, 4_096]})
+    rooms = [[s.min_room for s in c.pipeline().enforce if s.name == "carry_forward"]
+             for c in configs]
+    assert rooms == [[None], [4_096]]
+    with pytest.raises(ConfigError, match="takes an integer"):
+        expand({"preset": ["neurolink"], "prune.protect_tokens": [None]})[0][0].pipeline()
+
+
+def test_a_list_parameter_read_back_from_parquet_still_groups(serial, tmp_path):
+    df = serial.assign(**{"prune.protected_tools": [("skill",)] * len(serial)})
+    df = df[[*serial.columns[:serial.columns.get_loc("file")], "prune.protected_tools",
+             *serial.columns[serial.columns.get_loc("file"):]]]
+    df.to_parquet(tmp_path / "r.parquet")
+    back = pd.read_parquet(tmp_path / "r.parquet")
+    assert isinstance(back["prune.protected_tools"].iloc[0], np.ndarray)
+    assert len(aggregate(back)) == serial["config"].nunique()
+
+
 def test_parse_grid_rejects_a_name_given_twice():
     with pytest.raises(ConfigError, match="given twice"):
         parse_grid(["threshold=0.5", "threshold=0.6"])
