@@ -186,7 +186,8 @@ def generate_session(kind: Literal["coding", "projects"], seed: int, *, calls: i
         calls: coding: keep adding user turns until at least this many LLM calls exist
             and every planted fact has been asked for.
         compact_at: coding: record an auto compaction whenever the synthetic prompt total
-            reaches this many tokens (Claude Code compacts near 167k); None: never.
+            reaches this many tokens (Claude Code compacts near 167k; at least
+            `MIN_COMPACT_AT`); None: never.
         big_outputs: coding: how many tool outputs run to thousands of lines (a verbose
             frontend build or a full ``pytest -v`` run; other outputs stay in the hundreds).
         context_tokens: projects: size of the project context, in synthetic tokens.
@@ -201,6 +202,10 @@ def generate_session(kind: Literal["coding", "projects"], seed: int, *, calls: i
         if calls < 8 or big_outputs < 0:
             raise ConfigError(f"calls must be >= 8 and big_outputs >= 0 (got {calls}, "
                               f"{big_outputs})")
+        if compact_at is not None and compact_at < MIN_COMPACT_AT:
+            raise ConfigError(f"compact_at must be at least {MIN_COMPACT_AT:,} tokens (got "
+                              f"{compact_at:,}): the system prompt and tools alone take up to "
+                              f"23,000, so smaller compacts every few messages")
         return _scenarios.coding(seed, calls=calls, compact_at=compact_at,
                                  big_outputs=big_outputs)
     if kind == "projects":
@@ -208,6 +213,10 @@ def generate_session(kind: Literal["coding", "projects"], seed: int, *, calls: i
             raise ConfigError(f"context_tokens must be >= 1000 (got {context_tokens})")
         return _scenarios.projects(seed, context_tokens=context_tokens)
     raise ConfigError(f"unknown session kind {kind!r}; kinds: 'coding', 'projects'")
+
+
+MIN_COMPACT_AT = 40_000
+"""The smallest ``compact_at`` of a coding session (its fixed overhead is 14,000–23,000)."""
 
 
 def call_usage(session: Session, *, fmt: Literal["claude_code", "openai"] = "claude_code",

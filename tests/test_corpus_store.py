@@ -227,6 +227,10 @@ def test_damaged_manifest_and_options_not_written_are_load_errors(dataset, tmp_p
     (bad / MANIFEST).write_text("{")
     with pytest.raises(LoadError, match="not a readable corpus manifest"):
         ctxlab.load_dir(bad)
+    # writing over it: the advice is one that works (converting again is what failed)
+    with pytest.raises(ConfigError, match="cannot be read .*; delete the folder or write "
+                                          "elsewhere"):
+        write_corpus(DATASETS / "coding_session_b.jsonl", bad)
     with pytest.raises(ConfigError, match="already a corpus dataset"):
         write_corpus(ctxlab.load_dir(dataset), tmp_path / "again")
 

@@ -56,6 +56,14 @@ def test_generate_session_is_deterministic():
         datasets.generate_session("projects", 3, context_tokens=5000)
 
 
+def test_compact_at_below_the_sessions_overhead_is_refused():
+    """Below it the generator compacted every few messages and failed its own check."""
+    with pytest.raises(ctxlab.ConfigError, match="compact_at must be at least 40,000"):
+        datasets.generate_session("coding", 0, calls=40, compact_at=20_000)
+    s = datasets.generate_session("coding", 0, calls=40, compact_at=datasets.MIN_COMPACT_AT)
+    assert s is not None
+
+
 def test_build_default_is_byte_reproducible(built: Path, tmp_path: Path):
     files = datasets.build_default(tmp_path)
     assert sorted(p.name for p in files) == sorted([*datasets.FILES.values(), "facts.json"])

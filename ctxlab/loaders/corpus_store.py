@@ -162,7 +162,11 @@ def _check_output(out: Path) -> None:
     if not is_dataset(out):
         raise ConfigError(f"{out} is not empty and not a corpus dataset; write to a new or "
                           f"empty folder (nothing was changed)")
-    m = read_manifest(out)
+    try:
+        m = read_manifest(out)
+    except LoadError as e:
+        raise ConfigError(f"{out} holds a corpus manifest that cannot be read ({e}); delete "
+                          f"the folder or write elsewhere (nothing was changed)") from None
     ours = {out / MANIFEST} | {out / r for r in m["reports"]} \
         | {out / p["path"] for p in m["partitions"]}
     foreign = [p for p in out.rglob("*") if p.is_file() and p not in ours]
