@@ -2,10 +2,13 @@
 
 `redact` replaces every secret it recognises with ``[REDACTED:<kind>]``. It knows the
 shapes of common provider keys (Anthropic, OpenAI, GitHub, AWS, Slack, Google, Hugging
-Face, Stripe), JSON web tokens, PEM private keys, ``Bearer`` credentials, and long
-random values assigned to a key, token, secret or password (``api_key=...``,
-``"token": "..."``). A value after such a name is masked only when it looks random
-(16+ characters mixing letters and digits), so ``token = get_token()`` stays readable.
+Face, Stripe), JSON web tokens, PEM private keys, ``Bearer`` and ``Basic`` credentials
+(any case), the password of a URL (``postgres://app:pw@db``), passwords (8+ characters
+of any kind up to a quote or space, after ``password``, ``passwd``, ``pwd``...), and
+long random values assigned to a key, token or secret (``api_key=...``, ``"token":
+"..."``). A value after such a name is masked only when it looks random (letters and
+digits: 16+ characters for keys, 8+ for passwords), so ``token = get_token()`` and
+``password: string`` stay readable.
 
 Matching is by pattern, so it can miss a secret of an unknown shape and it never
 proves a text clean; it is meant for sharing reports, not as a security control.
@@ -39,7 +42,11 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("jwt", re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}")),
 )
 
-_BEARER = re.compile(r"(\bBearer\s+)([A-Za-z0-9._~+/-]{16,}=*)")
+_BEARER = re.compile(r"(\b(?:Bearer|Basic)\s+)([A-Za-z0-9._~+/-]{16,}=*)", re.I)
+_PASSWORD = re.compile(    # a password has any characters: up to its quote or a space
+    r"""((?:password|passwd|pwd|passphrase)\w*["']?\s*[:=]\s*)"""
+    r"""("[^"\s]{8,}"|'[^'\s]{8,}'|[^\s"',;]{8,})""", re.I)
+_URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)([^\s@/]+)(?=@)", re.I)
 _ASSIGNED = re.compile(
     r"""((?:api[_-]?key|apikey|access[_-]?key|secret(?:[_-]?key)?|client[_-]?secret"""
     r"""|token|auth|password|passwd|pwd)\w*["']?\s*[:=]\s*["']?)"""
@@ -56,9 +63,11 @@ def _mask(kind: str) -> str:
 
 def _keep_name(kind: str) -> Callable[[re.Match[str]], str]:
     def sub(m: re.Match[str]) -> str:
-        if kind == "secret" and not _random_looking(m.group(2)):
+        value = m.group(2)
+        if kind in ("secret", "password") and not _random_looking(value):
             return m.group(0)
-        return m.group(1) + _mask(kind)
+        quote = value[0] if kind == "password" and value[0] in "\"'" else ""
+        return m.group(1) + quote + _mask(kind) + quote
     return sub
 
 
@@ -82,7 +91,9 @@ def redact(text: str) -> str:
         return text
     for kind, pattern in PATTERNS:
         text = pattern.sub(_mask(kind), text)
-    text = _BEARER.sub(_keep_name("bearer"), text)
+    text = _BEARER.sub(lambda m: m.group(1) + _mask(m.group(1).strip().lower()), text)
+    text = _URL_PASSWORD.sub(_keep_name("url-password"), text)
+    text = _PASSWORD.sub(_keep_name("password"), text)
     return _ASSIGNED.sub(_keep_name("secret"), text)
 
 
