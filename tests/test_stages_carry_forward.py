@@ -176,6 +176,35 @@ def test_system_layer_previews_injected_project_context_and_keeps_it_in_l1():
     assert after["kind"].iloc[0] == "text" and after["role"].iloc[0] == "user"
 
 
+def test_the_system_prompts_own_instructions_are_never_previewed():
+    """In L1, only carried context is previewed: a system prompt of rules stays whole; one
+    that holds the project's files (Copilot's Projects mode) keeps the rules before
+    them and previews the <project_context> block."""
+    rules = "You are Obsidian Copilot.\n# Output rules\n" + "".join(
+        f"- Rule {i}: never do thing number {i} without asking the user first.\n"
+        for i in range(120))
+    for with_project in (False, True):
+        log = RecordLog("mem.jsonl")
+        b = SessionBuilder("s", log)
+        b.message("system")
+        b.part("text", rules + ("<project_context>\n# Notes\n" + NOTE + "\n"
+                                "</project_context>" if with_project else ""))
+        b.message("user", real_user=True)
+        b.part("text", "What is the budget cap?")
+        b.call()
+        t = assemble([b], log, {"format": "test"})
+        res = run_stages(t, _view(t), [stage("carry_forward", layers=("system",),
+                                             section_chars=100)],
+                         end_pos=_end(t), trigger="test")
+        sent = res.view.parts[res.view.parts["role"] == "system"]["content"].iloc[0]
+        if not with_project:
+            assert res.runs[0].event is None and sent == rules
+        else:
+            assert res.runs[0].event is not None
+            assert sent.startswith(rules + "<prior_context")
+            assert "Rule 119: never do thing number 119" in sent and len(sent) < len(rules) + 2000
+
+
 def test_coding_session_has_nothing_carried_and_stays_unchanged():
     t = ctxlab.load(DATASETS / "coding_session.jsonl").rewind_recorded()
     s = str(t.frame["session"].iloc[0])

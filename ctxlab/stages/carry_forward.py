@@ -9,7 +9,9 @@ characters of every section, wrapped in ``<prior_context>``. Attachments under
 would not save tokens are left as they are. With ``min_room`` the stage acts only when
 the layers other than the history leave less than that many tokens of the limit:
 ``copilot-fixed`` previews L1 that way, as a last resort, before the history is given
-what is left.
+what is left. In L1 only carried context is previewed: a ``<project_context>`` part, or
+that block inside the system prompt (whose instructions before it stay as they are);
+a system prompt without such a block is left alone.
 """
 
 from __future__ import annotations
@@ -79,6 +81,22 @@ def structure_preview(text: str, section_chars: int, *, source: str | None = Non
     return "\n".join(lines)
 
 
+_CONTEXT_BLOCK = re.compile(r"<(?:project_context|context)[\s>]")
+
+
+def _preview(text: str, role: str, section_chars: int, source: str | None) -> str | None:
+    """The preview of one carried part. The system prompt's own text is the agent's
+    instructions, not carried context: only a ``<project_context>`` (or ``<context>``)
+    block inside it is previewed, the text before it kept as it is (Copilot's Projects
+    mode puts the project's files there, seed 003); a system prompt without one: None."""
+    if role != "system":
+        return structure_preview(text, section_chars, source=source)
+    m = _CONTEXT_BLOCK.search(text)
+    if m is None:
+        return None
+    return text[:m.start()] + structure_preview(text[m.start():], section_chars, source=source)
+
+
 @register
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CarryForward(Stage):
@@ -146,10 +164,13 @@ class CarryForward(Stage):
         saved = 0
         rows = part_rows(p, carried, ("part", "kind", "role", "content", "file_path",
                                       "tool_name", "tokens"))
-        blocks = [structure_preview(str(r.content), self.section_chars, source=optional_text(
-            r.file_path)) for r in rows]
-        for r, block, tokens_after in zip(rows, blocks, view.estimate_all(blocks)):
+        blocks = [_preview(str(r.content), r.role, self.section_chars,
+                           optional_text(r.file_path)) for r in rows]
+        for r, block, tokens_after in zip(rows, blocks, view.estimate_all(
+                [b or "" for b in blocks])):
             path = optional_text(r.file_path)
+            if block is None:
+                continue
             gain = int(r.tokens) - tokens_after
             if gain <= 0:
                 continue
