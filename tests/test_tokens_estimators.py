@@ -85,6 +85,26 @@ def test_neuron_counts_utf8_bytes_and_frames_messages():
     assert (est.per_message, est.per_conversation, est.image_tokens) == (4, 0, 300)
 
 
+def test_neuron_counts_a_binary_document_at_seed_004s_flat_500():
+    """An Anthropic document block (a PDF as base64) is an attachment with its media type
+    in meta: seed 004 counts it 500 tokens; a text attachment is counted as text."""
+    import json
+
+    from ctxlab.stages.table import Table
+
+    parts = pd.DataFrame({"kind": ["attachment", "attachment", "text"],
+                          "content": ["JVBERi0xLjQK" * 3_000, "notes " * 100, "hi"],
+                          "meta": [json.dumps({"type": "base64",
+                                               "media_type": "application/pdf"}),
+                                   json.dumps({"media_type": "text/plain"}), None]})
+    est = estimator("neuron")
+    assert est.count_parts(parts).tolist() == [500, 150, 1]
+    assert est.count_parts(Table.from_frame(parts)).tolist() == [500, 150, 1]
+    assert estimator("chars:4").count_parts(parts).tolist()[0] == 9_000
+    with pytest.raises(ConfigError, match="positive number"):
+        estimator("chars:inf")
+
+
 def test_probe_and_langchain():
     assert estimator("probe").count(["abcdefghi", "😀😀"]).tolist() == [3, 1]
     lc = estimator("langchain")

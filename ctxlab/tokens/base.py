@@ -27,6 +27,15 @@ Length = Literal["chars", "utf16", "utf8"]
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+_MEDIA_TYPE = re.compile(r'"media_type":\s*"([^"]*)"')
+
+
+def _binary_document(meta: Any) -> bool:
+    """A part ``meta`` (JSON text) naming a media type that is not text (a PDF)."""
+    m = _MEDIA_TYPE.search(meta) if isinstance(meta, str) else None
+    return m is not None and not m.group(1).startswith("text/")
+
+
 def text_series(texts: Iterable[str] | pd.Series) -> pd.Series:
     """The texts as a string Series; NA counts as the empty text.
 
@@ -115,6 +124,8 @@ class Estimator(ABC):
         per_message: framing tokens per message.
         per_conversation: framing tokens per request.
         image_tokens: flat cost of an image part (None: count its content as text).
+        document_tokens: flat cost of a document attachment, one whose ``meta`` names a
+            ``media_type`` that is not text (a PDF: seed 004); None: its content as text.
         schema_scale: factor applied to tool-schema parts (seed 002 scales by 2.09).
     """
 
@@ -124,6 +135,7 @@ class Estimator(ABC):
     per_message: int = 0
     per_conversation: int = 0
     image_tokens: int | None = None
+    document_tokens: int | None = None
     schema_scale: float = 1.0
 
     def __init__(self) -> None:
@@ -193,6 +205,15 @@ class Estimator(ABC):
             counts[schema] = np.ceil(counts[schema] * self.schema_scale)
         if self.image_tokens is not None:
             counts[kind == "image"] = self.image_tokens
+        if self.document_tokens is not None:
+            rows = np.flatnonzero(kind == "attachment")
+            if len(rows):
+                meta = (parts["meta"].to_numpy(dtype=object, na_value=None)
+                        if isinstance(parts, pd.DataFrame) else
+                        parts.col("meta") if "meta" in parts else None)
+                if meta is not None:
+                    docs = [i for i in rows if _binary_document(meta[i])]
+                    counts[docs] = self.document_tokens
         return counts.astype(np.int64)
 
     def framing(self, messages: int) -> int:

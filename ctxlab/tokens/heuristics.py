@@ -21,6 +21,7 @@ spec                      behaviour
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -64,17 +65,18 @@ class CharRatio(Estimator):
 
     def __init__(self, *, ratio: float, unit: Length = "chars", multiplier: float = 1.0,
                  per_message: int = 0, per_conversation: int = 0,
-                 image_tokens: int | None = None, plain_schemas: bool = False,
-                 spec: str = "") -> None:
+                 image_tokens: int | None = None, document_tokens: int | None = None,
+                 plain_schemas: bool = False, spec: str = "") -> None:
         super().__init__()
-        if not ratio > 0:
-            raise ConfigError(f"characters per token must be positive, not {ratio!r}")
+        if not (ratio > 0 and math.isfinite(ratio)):
+            raise ConfigError(f"characters per token must be a positive number, not {ratio!r}")
         self.ratio = float(ratio)
         self.unit: Length = unit
         self.multiplier = float(multiplier)
         self.per_message = per_message
         self.per_conversation = per_conversation
         self.image_tokens = image_tokens
+        self.document_tokens = document_tokens
         self.plain_schemas = plain_schemas
         self.spec = spec or f"chars:{ratio:g}"
 
@@ -157,7 +159,7 @@ def _neurolink(arg: str | None) -> Estimator:
 
 def _neuron(arg: str | None) -> Estimator:
     return CharRatio(ratio=NEURON_RATIO, unit="utf8", per_message=NEURON_PER_MESSAGE,
-                     image_tokens=NEURON_IMAGE)
+                     image_tokens=NEURON_IMAGE, document_tokens=NEURON_DOCUMENT)
 
 
 def _probe(arg: str | None) -> Estimator:
@@ -174,7 +176,7 @@ register(Family(name="neurolink", make=_neurolink,
                 doc="neurolink:<provider>, seed 000: chars/4 x provider multiplier x 1.15, "
                     "+4/message, +24/conversation, images 1024"))
 register(Family(name="neuron", make=_neuron, argument="none",
-                doc="seed 004: UTF-8 bytes / 4.0, +4/message, images 300"))
+                doc="seed 004: UTF-8 bytes / 4.0, +4/message, images 300, documents 500"))
 register(Family(name="probe", make=_probe, argument="none",
                 doc="seed 001: UTF-16 length / 4"))
 register(Family(name="langchain", make=_langchain, argument="none",
