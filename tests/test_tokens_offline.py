@@ -325,3 +325,21 @@ def test_sources_are_found_in_a_copied_tree(tmp_path: Path) -> None:
     copy = tmp_path / "cl100k.vocab"
     shutil.copyfile(vocab, copy)
     assert rebuild_tiktoken(copy) == verified_blob("cl100k_base", vocab)
+
+
+def test_an_encoding_that_must_be_downloaded_offline_is_a_config_error(monkeypatch):
+    """p50k_base ships with no package: without a network tiktoken's own download error
+    (requests' ConnectionError) became the user's; now a ConfigError says what works."""
+    import tiktoken
+
+    class Unreachable(Exception):
+        pass
+
+    def no_network(name: str):
+        raise Unreachable("Failed to resolve 'openaipublic.blob.core.windows.net'")
+
+    monkeypatch.setattr(tiktoken, "get_encoding", no_network)
+    monkeypatch.delitem(offline._ENCODINGS, "p50k_base", raising=False)
+    with pytest.raises(ConfigError, match=r"'p50k_base' is not packaged .* \(Unreachable\); "
+                                          r"offline, use tiktoken:o200k_base"):
+        offline.get_encoding("p50k_base")

@@ -397,6 +397,22 @@ def _direct(name: str) -> tiktoken.Encoding:
 _ENCODINGS: dict[str, tiktoken.Encoding] = {}
 
 
+def _downloaded(name: str) -> tiktoken.Encoding:
+    """An encoding no package ships: tiktoken downloads it (or reads its cache); without
+    a network, a `ConfigError` that says what is available offline."""
+    import tiktoken
+
+    try:
+        return tiktoken.get_encoding(name)
+    except ValueError:
+        raise
+    except Exception as e:      # requests' ConnectionError, an HTTP error, a timeout...
+        raise ConfigError(
+            f"tiktoken encoding {name!r} is not packaged with ctxlab and could not be "
+            f"downloaded ({type(e).__name__}); offline, use tiktoken:o200k_base, "
+            f"tiktoken:cl100k_base or tiktoken:llama3") from e
+
+
 def get_encoding(name: str) -> tiktoken.Encoding:
     """A ``tiktoken.Encoding``, from verified packaged data when there is some.
 
@@ -405,8 +421,9 @@ def get_encoding(name: str) -> tiktoken.Encoding:
     here; other tiktoken encodings go through tiktoken (which may download).
 
     Raises:
-        ConfigError: unknown encoding (the message lists the known ones); its subclass
-            TokenizerDataError when packaged data fails verification.
+        ConfigError: unknown encoding (the message lists the known ones), one that must
+            be downloaded without a network; its subclass TokenizerDataError when
+            packaged data fails verification.
 
     Example:
         >>> get_encoding("cl100k_base").encode_ordinary("<|endoftext|>")
@@ -424,7 +441,7 @@ def get_encoding(name: str) -> tiktoken.Encoding:
                 ensure_encoding(name)
                 enc = tiktoken.get_encoding(name)
             except TokenizerDataMissing:
-                enc = tiktoken.get_encoding(name)
+                enc = _downloaded(name)
             except TokenizerCacheUnavailable:
                 enc = _direct(name)
         _ENCODINGS[name] = enc
