@@ -53,7 +53,7 @@ def strip_line_numbers(text: str) -> tuple[str, int]:
     Example:
         >>> strip_line_numbers("    10→a = 1\\n    11→b = 2")
         ('a = 1\\nb = 2', 10)
-        >>> strip_line_numbers("     1→x\\n\\n<system-reminder>\\nBe careful.\\n</system-reminder>\\n")
+        >>> strip_line_numbers("     1→x\\n\\n<system-reminder>\\nBe careful.</system-reminder>")
         ('x', 1)
         >>> strip_line_numbers("plain text")
         ('plain text', 1)
