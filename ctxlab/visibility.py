@@ -56,13 +56,18 @@ def interval_sums(lo: np.ndarray, hi: np.ndarray, values: np.ndarray,
         ...               np.array([1., 2., 3.])).tolist()
         [10.0, 11.0, 10.0]
     """
+    values = np.asarray(values, dtype=np.float64)
+    if not np.isfinite(values).all():   # a running sum: one NaN would spoil every later end
+        bad = int(np.flatnonzero(~np.isfinite(values))[0])
+        raise ValueError(f"values must be finite numbers; value {bad} is {values[bad]} "
+                         f"(count a missing value as 0)")
     order = np.argsort(ends, kind="stable")
     e = ends[order]
     first = np.searchsorted(e, lo, side="right")
     last = np.maximum(np.searchsorted(e, hi, side="right"), first)  # empty when hi <= lo
     diff = np.zeros(len(e) + 1, dtype=np.float64)
     np.add.at(diff, first, values)
-    np.add.at(diff, last, -np.asarray(values, dtype=np.float64))
+    np.add.at(diff, last, -values)
     sums = np.cumsum(diff[:-1])
     out = np.empty_like(sums)
     out[order] = sums
@@ -99,16 +104,36 @@ def call_sums(t: Transcript, columns: Mapping[str, np.ndarray | pd.Series]) -> p
         for k, v in values.items():
             out[k][call_idx] = interval_sums(lo, hi, v[idx], ends)
         out["parts"][call_idx] = interval_sums(lo, hi, np.ones(len(idx)), ends)
-        msg = pd.DataFrame({"msg": f["msg"].to_numpy(), "lo": lo, "hi": hi})
-        per_msg = msg.groupby("msg").agg(lo=("lo", "min"), hi=("hi", "max"))
-        out["messages"][call_idx] = interval_sums(per_msg["lo"].to_numpy(),
-                                                  per_msg["hi"].to_numpy(),
-                                                  np.ones(len(per_msg)), ends)
+        m_lo, m_hi = message_spans(f["msg"].to_numpy(), lo, hi)
+        out["messages"][call_idx] = interval_sums(m_lo, m_hi, np.ones(len(m_lo)), ends)
     result = pd.DataFrame({"session": calls["session"].to_numpy(),
                            "call": calls["call"].to_numpy()})
     for k, v in out.items():
         result[k] = np.rint(v).astype(np.int64) if k in ("messages", "parts") else v
     return result
+
+
+def message_spans(msg: np.ndarray, lo: np.ndarray, hi: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """When each message is in a request: the union of its parts' spans ``(lo, hi]``, as
+    one span per stretch of time (a message whose parts were all hidden, then one put
+    back into it, is in no request in between).
+
+    Example:
+        >>> lo, hi = message_spans(np.array([0, 0, 0]), np.array([0.0, 0.0, 9.0]),
+        ...                        np.array([5.0, 5.0, np.inf]))
+        >>> lo.tolist(), hi.tolist()
+        ([0.0, 9.0], [5.0, inf])
+    """
+    if not len(msg):
+        return lo[:0], hi[:0]
+    order = np.lexsort((lo, msg))
+    m, a, b = msg[order], lo[order], hi[order]
+    reach = pd.Series(b).groupby(m).cummax().to_numpy()    # the furthest end so far
+    first = np.r_[True, m[1:] != m[:-1]]
+    start = first | (a > np.r_[-np.inf, reach[:-1]])
+    span = np.cumsum(start) - 1
+    return a[start], pd.Series(b).groupby(span).max().to_numpy()
 
 
 def call_input(t: Transcript, call: int, session: str | None = None) -> pd.DataFrame:

@@ -82,3 +82,38 @@ def test_unknown_event_reference_is_an_error():
         assert "7" in str(e)
     else:
         raise AssertionError("a part inserted by a missing event must be refused")
+
+
+def test_a_message_hidden_then_given_a_part_again_is_counted_only_while_in_the_request():
+    """All of one message hidden at call 10; at call 20 a part is put back into it: calls
+    in between do not see the message, and call_sums must not count it (its span was
+    taken from its first part's start to its last part's end)."""
+    from ctxlab.engine import call_end_pos
+    from ctxlab.history import SessionHistory
+    from ctxlab.stages.base import Edit, NewPart
+
+    t = ctxlab.load(DATASETS / "coding_session_b.jsonl").rewind_recorded()
+    s = t.sessions[0]
+    calls = t.calls["call"].astype(int).tolist()
+    h = SessionHistory(t, s)
+    e1, e2 = call_end_pos(t, s, calls[10]), call_end_pos(t, s, calls[20])
+    vis = h.visible(e1)
+    m = int(vis["msg"].iloc[5])
+    ids = tuple(int(p) for p in vis.loc[vis["msg"] == m, "part"])
+    h.apply(Edit(stage="x", reason="hide the message", hide=ids), end_pos=e1)
+    role = str(vis.loc[vis["msg"] == m, "role"].iloc[0])
+    h.apply(Edit(stage="y", reason="a part back", insert=(NewPart(
+        content="[restored]", kind="text", role=role, anchor=ids[0], side="after",
+        join_message=True),)), end_pos=e2)
+    t2 = h.transcript()
+    sums = call_sums(t2, {}).set_index("call")
+    for c in calls:
+        assert sums.loc[c, "messages"] == call_input(t2, c, s)["msg"].nunique(), c
+
+
+def test_interval_sums_refuse_a_value_that_is_not_finite():
+    import pytest
+
+    with pytest.raises(ValueError, match="value 0 is nan"):
+        interval_sums(np.array([0.0, 0.0]), np.array([1.0, np.inf]),
+                      np.array([np.nan, 1.0]), np.array([1.0, 2.0, 3.0]))
