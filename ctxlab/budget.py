@@ -160,6 +160,9 @@ def _level(ratio: float, threshold: float) -> Level:
 def _message(level: Level, ratio: float, used: int, available: int) -> str:
     if level == "ok":
         return ""
+    if available <= 0:      # the reply's reserve takes the whole window
+        return (f"No room for input: the output reserve takes the whole window "
+                f"({used:,} input tokens); compaction cannot help, lower max_tokens.")
     head = f"Context usage: {math.floor(ratio * 100):d}% of available input " \
            f"({used:,} / {available:,} tokens)"
     if level == "info":

@@ -210,3 +210,12 @@ def test_result_is_frozen() -> None:
     assert isinstance(c, BudgetCheck)
     with pytest.raises(dataclasses.FrozenInstanceError):
         c.level = "warning"  # type: ignore[misc]
+
+
+def test_a_reserve_that_takes_the_whole_window_says_so() -> None:
+    """max_tokens as large as the window leaves no input: not "100% of available input
+    (3,000 / 0 tokens)" but what to change."""
+    c = check_budget(overhead_view(3_000), window_tokens=8_192, max_tokens=8_192)
+    assert c.available_input_tokens == 0 and not c.within_budget and c.should_compact
+    assert c.message == ("No room for input: the output reserve takes the whole window "
+                         "(3,000 input tokens); compaction cannot help, lower max_tokens.")
