@@ -515,6 +515,11 @@ def _frame(rows: Mapping[int, dict[str, Any]], configs: list[Config], n_sessions
             "note", "file", "session", *METRIC_COLUMNS]
     df = pd.DataFrame(ordered, columns=cols)
     df["window"] = df["window"].astype("Int64")
+    for c in stage_cols:    # whole numbers stay whole beside the presets they skip (NA)
+        values = [r.get(c) for r in ordered]
+        given = [v for v in values if v is not None]
+        if given and all(isinstance(v, int) and not isinstance(v, bool) for v in given):
+            df[c] = pd.array(values, dtype="Int64")
     for c in ("recall", "retention", "cost", "peak_usage", "seconds"):
         df[c] = df[c].astype("float64")
     return df

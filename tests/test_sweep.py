@@ -150,6 +150,15 @@ def test_a_list_parameter_read_back_from_parquet_still_groups(serial, tmp_path):
     assert len(aggregate(back)) == serial["config"].nunique()
 
 
+def test_a_whole_number_parameter_stays_whole_beside_presets_it_skips(serial):
+    """prune.protect_tokens next to neuron (no prune stage, NA) was 10000.0: the CLI table,
+    the CSV and recommend showed floats that --grid then refused."""
+    col = serial["prune.protect_tokens"]
+    assert str(col.dtype) == "Int64"
+    assert set(col.dropna().tolist()) == {10_000, 40_000}
+    assert all(type(v) is int for v in col.dropna().tolist())
+
+
 def test_parse_grid_rejects_a_name_given_twice():
     with pytest.raises(ConfigError, match="given twice"):
         parse_grid(["threshold=0.5", "threshold=0.6"])
