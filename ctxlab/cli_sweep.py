@@ -111,6 +111,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     df = sweep(args.path, grid, engine=args.engine, estimator=args.estimator,
                window=parse_window(args.window), workers=args.workers,
                progress=True if args.progress else None)
+    if df.empty:
+        raise ConfigError(f"nothing to sweep in {args.path}: its logs record no LLM call "
+                          f"with input to replay (ctxlab info {args.path} shows what they "
+                          f"hold); nothing was written")
     _write(df, out)
     if df.attrs.get("skipped"):
         from ctxlab.cli import skipped_lines

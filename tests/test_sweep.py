@@ -430,6 +430,13 @@ def test_sweep_command_writes_results_and_prints_the_recommendation(tmp_path, ca
         _run(["sweep", str(log), "--require", "recall=1", "-o", str(out)])
     with pytest.raises(ConfigError, match="write a .parquet or .csv"):
         _run(["sweep", str(log), "-o", str(tmp_path / "r.xlsx")])
+    # a log without calls: an error that says so, nothing written
+    quiet = tmp_path / "quiet.jsonl"
+    quiet.write_text('{"role": "user", "content": "hello"}\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="nothing to sweep in .*quiet.jsonl: its logs record "
+                                          "no LLM call"):
+        _run(["sweep", str(quiet), "-o", str(tmp_path / "q.csv")])
+    assert not (tmp_path / "q.csv").exists()
 
 
 # -- must show: on datasets/, the recommendation beats every seed preset -------------------
