@@ -270,3 +270,22 @@ def test_a_provider_template_naming_a_calibration_refits_when_the_file_changes(c
     again = ctxlab.replay(coding, p).settings.overhead_tokens
     from ctxlab.replay import _fit_overheads
     assert again == _fit_overheads(coding, p, None) != first
+
+
+def test_a_class_the_fit_never_saw_gets_the_references_rate_not_a_flat_prior():
+    """Fitted on English prose and code, counting Chinese: the rate comes from the
+    reference tokenizer on a sample of the class (it was 0.25/char, 60% under)."""
+    from dataclasses import replace
+
+    from ctxlab.tokens.calibration import groups
+
+    t = ctxlab.load(DATASETS / "coding_session.jsonl")
+    f = t.frame
+    keep = pd.Series(groups(f["content"], f["kind"])).isin(["prose", "code"]).to_numpy()
+    only = replace(t, frame=f[keep].reset_index(drop=True))
+    est = fit_calibration(only, reference="tiktoken:o200k_base").estimator()
+    cjk = "数据迁移计划将在下周把计费服务迁到新集群，团队会先检查回滚步骤和值班安排。" * 20
+    ref = int(estimator("tiktoken:o200k_base").count([cjk])[0])
+    got, prior = int(est.count([cjk])[0]), 0.25 * len(cjk)
+    assert abs(got - ref) < 0.6 * abs(prior - ref)   # the class's sample mixes scripts
+    assert int(estimator("chars:4").count([cjk])[0]) < 0.5 * ref

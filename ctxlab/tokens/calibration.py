@@ -239,6 +239,26 @@ def fit_calibration(source: PartsSource, reference: str = "reported",
     return Calibration(reference="reported", tables=tables, overhead_tokens=overhead)
 
 
+CLASS_SAMPLES: dict[str, str] = {
+    "prose": "The migration plan moves the billing service to the new cluster next week, "
+             "after the team reviews the rollback steps and the on-call rota.",
+    "code": "def parse_invoices(rows):\n    out = []\n    for row in rows:\n        if "
+            "row.get(\"total\") is None:\n            continue\n        out.append("
+            "Invoice(**row))\n    return out\n",
+    "json": '{"id": 4812, "status": "open", "items": [{"sku": "A-17", "qty": 3, "price": '
+            '12.5}], "customer": {"name": "Ada", "tier": "gold"}}',
+    "logs": "2026-03-23 10:15:42,123 INFO worker-3 job=4812 status=done in 1532ms\n"
+            "2026-03-23 10:15:43,020 WARN worker-1 retry=2 upstream timeout\n",
+    "non_latin": "数据迁移计划将在下周把计费服务迁到新集群，团队会先检查回滚步骤和值班安排。"
+                 "Миграция данных пройдет на следующей неделе.",
+    "base64": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kg"
+              "AAAABJRU5ErkJggg" * 3,
+}
+"""A text of each content class: a class the fitted log lacks gets the reference's rate on
+it (a calibration fitted on English code still counts a Chinese note as its tokenizer
+would, not at a flat 0.25 tokens per character)."""
+
+
 def _fit_tokenizer(source: PartsSource, reference: str | Estimator) -> Calibration:
     frame = source.frame
     ref = get_estimator(reference)
@@ -247,6 +267,11 @@ def _fit_tokenizer(source: PartsSource, reference: str | Estimator) -> Calibrati
                        "tokens": ref.count_parts(frame)})
     sums = df.groupby("group")[["chars", "tokens"]].sum()
     rates = {str(g): float(r["tokens"] / r["chars"]) for g, r in sums.iterrows() if r["chars"] > 0}
+    unseen = [c for c in CLASS_SAMPLES if c not in rates]
+    if unseen:
+        texts = [CLASS_SAMPLES[c] for c in unseen]
+        counts = ref.count(texts)
+        rates.update({c: float(n) / len(t) for c, t, n in zip(unseen, texts, counts)})
     est = df["chars"] * df["group"].map(rates).astype(float).fillna(PRIOR_RATE)
     big = df["tokens"] >= 20       # the factor that lifts 95% of the parts to their count
     ratio = (df["tokens"] / est.clip(lower=1e-9))[big]
