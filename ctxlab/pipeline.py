@@ -138,7 +138,9 @@ class Pipeline:
         return window - output_reserve(window, self.max_tokens)
 
     def __str__(self) -> str:
-        return (f"{self.name}: {' > '.join(s.name for s in self.stages) or 'no stages'} "
+        every = " + ".join(s.name for s in (*self.always, *self.enforce))
+        return (f"{self.name}: {every + ' on every request; ' if every else ''}"
+                f"{' > '.join(s.name for s in self.stages) or 'no stages'} "
                 f"at {self.threshold:.0%} of {self.limit}")
 
 
@@ -383,7 +385,7 @@ def compact(t: Transcript, pipeline: str | Pipeline, *, window: int | None = Non
         >>> t = ctxlab.load("datasets/coding_session.jsonl").rewind_recorded()
         >>> r = ctxlab.compact(t, "neurolink", window=200_000)
         >>> r.stages_used[:1], r.tokens_after < r.tokens_before
-        (('prune',), True)
+        (('truncate_tool_output',), True)
     """
     p = resolve_pipeline(pipeline)
     sessions = t.sessions

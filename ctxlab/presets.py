@@ -72,11 +72,14 @@ class Preset:
 
 
 def _neurolink() -> Pipeline:
-    return Pipeline(name="neurolink", stages=stages_from(["prune", "dedup", "summarize",
-                                                          "truncate"]),
+    # seed 000's contextCompaction limits every tool output (maxToolOutputBytes 51,200,
+    # maxToolOutputLines 2,000, tail kept) before it joins the conversation: at every call
+    return Pipeline(name="neurolink", always=stages_from(["truncate_tool_output"]),
+                    stages=stages_from(["prune", "dedup", "summarize", "truncate"]),
                     post=stages_from(["repair"]), threshold=0.8, limit="available",
                     estimator="neurolink:{provider}",
-                    description="seed 000: prune, dedup, summarize, truncate at 80%")
+                    description="seed 000: tool outputs cut to 50 KB / 2,000 lines; prune, "
+                                "dedup, summarize, truncate at 80%")
 
 
 def _probe() -> Pipeline:

@@ -337,7 +337,7 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
         >>> df = sweep("datasets/coding_session_b.jsonl",
         ...            {"preset": ["neurolink"], "threshold": [0.5, 0.8]}, workers=1)
         >>> df["threshold"].tolist(), df["compactions"].tolist()
-        ([0.5, 0.8], [2, 1])
+        ([0.5, 0.8], [5, 1])
     """
     if engine not in ENGINES:
         raise ConfigError(f"unknown engine {engine!r}; engines: {', '.join(ENGINES)}")

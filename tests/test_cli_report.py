@@ -39,7 +39,7 @@ def test_replay_prints_the_summary_and_the_events(capsys: pytest.CaptureFixture[
 
 
 def test_replay_without_events_says_so(capsys: pytest.CaptureFixture[str]):
-    assert main(["replay", LOG, "--preset", "neurolink", "--window", "1m"]) == 0
+    assert main(["replay", LOG, "--preset", "probe", "--window", "1m"]) == 0
     assert "(none: the trigger never fired" in capsys.readouterr().out
 
 

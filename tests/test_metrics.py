@@ -319,8 +319,11 @@ def loaded():
 
 @pytest.fixture(scope="module")
 def neurolink(loaded):
-    """neurolink over every call at a 60k window: 20 events (prune, dedup, summarize...)."""
-    t, _ = compact_all(loaded.rewind_recorded(), "neurolink", window=60_000)
+    """neurolink's triggered stages over every call at a 60k window: 20 events (prune,
+    dedup, summarize...), without its tool-output limit: with it, the summaries at this
+    window lose every planted fact, and the tests below need some lost and some kept."""
+    t, _ = compact_all(loaded.rewind_recorded(), ctxlab.preset("neurolink", always=()),
+                       window=60_000)
     return t
 
 

@@ -48,7 +48,8 @@ def test_neurolink_compacts_the_last_request_like_seed_000(coding):
     r = compact(coding, "neurolink", window=200_000)
     assert r.triggered and r.compacted
     assert r.limit_tokens == 200_000 - 64_000 and r.target_tokens == int(0.8 * 136_000)
-    assert r.stages_used[0] == "prune" and r.within_target
+    # seed 000's tool-output limit first (a 170 kB output), then the triggered stages
+    assert r.stages_used[:2] == ("truncate_tool_output", "prune") and r.within_target
     assert r.tokens_after <= r.target_tokens < r.tokens_before
     assert r.tokens_saved == r.tokens_before - r.tokens_after
     assert r.grammar_after["orphan_result"] == r.grammar_after["unanswered_call"] == 0
@@ -189,9 +190,12 @@ def test_ai_agent_on_a_window_too_small_for_its_buffer_forces_final_turns():
 
 
 def test_below_threshold_nothing_happens(coding):
-    r = compact(coding, "neurolink", window=2_000_000)
+    r = compact(coding, preset("neurolink", always=()), window=2_000_000)
     assert not r.triggered and not r.compacted and r.tokens_after == r.tokens_before
     assert r.transcript is coding
+    # NeuroLink's tool-output limit holds on every request, trigger or not
+    r = compact(coding, "neurolink", window=2_000_000)
+    assert not r.triggered and r.compacted and r.stages_used == ("truncate_tool_output",)
 
 
 def test_force_runs_the_stages_anyway(coding):

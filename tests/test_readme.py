@@ -29,4 +29,5 @@ def test_the_quickstart_and_the_tour_run_as_written(tmp_path: Path,
     assert (tmp_path / "report.html").stat().st_size > 100_000
     assert (tmp_path / "cal.json").is_file()
     r = scope["r"]
-    assert (r.stages_used, r.tokens_before, r.tokens_after) == (("prune",), 283_638, 63_112)
+    assert (r.stages_used, r.tokens_before, r.tokens_after) == (
+        ("truncate_tool_output", "prune"), 283_638, 81_229)

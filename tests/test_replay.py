@@ -86,9 +86,16 @@ def test_compaction_only_runs_when_triggered(monkeypatch):
         return real(history, view, *args, **kwargs)
 
     monkeypatch.setattr(replay_module, "compact_view", spy)
-    r = replay(ctxlab.load(DATASETS / "coding_session.jsonl"), "neurolink", window=200_000)
+    log = ctxlab.load(DATASETS / "coding_session.jsonl")
+    r = replay(log, ctxlab.preset("neurolink", always=()), window=200_000)
     assert seen == r.calls.loc[r.calls["triggered"], "call"].tolist()
     assert 0 < len(seen) < len(r.calls) / 10
+    # a stage that runs on every request runs where a new part could wake it (a tool
+    # result: NeuroLink's output limit), and after it acted: not at every call
+    seen.clear()
+    r = replay(log, "neurolink", window=200_000)
+    assert set(r.calls.loc[r.calls["triggered"], "call"]) <= set(seen)
+    assert len(seen) < len(r.calls) / 10
 
 
 def test_events_and_ledger_agree_with_the_transcript(replayed):
@@ -276,7 +283,8 @@ def test_at_shows_the_compaction_of_a_call():
 @pytest.mark.parametrize("name", ["coding_session.jsonl", "openai_sessions.jsonl"])
 def test_a_replay_that_never_triggers_reproduces_the_logs_own_requests(name):
     log = ctxlab.load(DATASETS / name)
-    r = replay(log, "neurolink", window=50_000_000)
+    r = replay(log, ctxlab.preset("neurolink", always=()), window=50_000_000)  # no stage
+    assert r.pipeline.always == ()             # that runs without a trigger
     assert not r.calls["triggered"].any() and not r.calls["compacted"].any()
     assert r.events.empty and r.ledger.empty
     base = log.rewind_recorded()

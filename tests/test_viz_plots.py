@@ -65,16 +65,21 @@ def session_log():
     return ctxlab.load(datasets.path("coding_session"))
 
 
+# neurolink's triggered stages without its tool-output limit (which acts on every request):
+# the compactions these figures are checked against
+STAGES = ctxlab.preset("neurolink", always=())
+
+
 @pytest.fixture(scope="module")
 def neurolink(session_log):
     """Three prune compactions, reported usage, one session."""
-    return ctxlab.replay(session_log, "neurolink")
+    return ctxlab.replay(session_log, STAGES)
 
 
 @pytest.fixture(scope="module")
 def tight(session_log):
     """A 25k window: 38 compactions using prune, dedup, summarize, truncate and repair."""
-    return ctxlab.replay(session_log, "neurolink", window=25_000)
+    return ctxlab.replay(session_log, STAGES, window=25_000)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +87,7 @@ def generated(tmp_path_factory):
     """A small generated session (seeded): 7 events of dedup, summarize and truncate."""
     s = datasets.generate_session("coding", seed=3, calls=30, big_outputs=0)
     path = datasets.write_claude_code(s, tmp_path_factory.mktemp("gen") / "s.jsonl")
-    return ctxlab.replay(ctxlab.load(path), "neurolink", window=60_000)
+    return ctxlab.replay(ctxlab.load(path), STAGES, window=60_000)
 
 
 def _by_gid(artists, gid):
@@ -220,7 +225,7 @@ def test_plot_context_opens_l1_with_the_unrecorded_overhead_and_totals_the_reque
     """The fitted overhead is in the replay's L1 sums: the map draws it (before the
     system parts), and its title adds it and the message framing to the parts' tokens
     to give the request's total, as `Replay.calls` has it."""
-    r = ctxlab.replay(ctxlab.load(DATASETS / "coding_session.jsonl"), "neurolink",
+    r = ctxlab.replay(ctxlab.load(DATASETS / "coding_session.jsonl"), STAGES,
                       overhead_tokens=5_000)
     row = r.calls.set_index("call").loc[36]
     for side, col in (("before", "tokens_before"), ("after", "tokens_after")):
@@ -236,11 +241,11 @@ def test_plot_context_opens_l1_with_the_unrecorded_overhead_and_totals_the_reque
         assert ax.get_title().endswith(f"{int(row[col]):,} tokens — {len(parts):,} parts "
                                        f"{int(parts['tokens'].sum()):,} + 5,000 unrecorded + "
                                        f"{framing:,} message framing")
-    r0 = ctxlab.replay(ctxlab.load(DATASETS / "coding_session.jsonl"), "neurolink",
+    r0 = ctxlab.replay(ctxlab.load(DATASETS / "coding_session.jsonl"), STAGES,
                        overhead_tokens=0)
     assert not [p for p in plot_context(r0, 36).axes[0].patches if p.get_gid() == "overhead"]
     # a log that records its system prompt: the overhead comes first, its parts after it
-    r = ctxlab.replay(ctxlab.load(DATASETS / "projects_mode.jsonl"), "neurolink",
+    r = ctxlab.replay(ctxlab.load(DATASETS / "projects_mode.jsonl"), STAGES,
                       overhead_tokens=5_000)
     ax = plot_context(r, 3).axes[0]
     over = next(p for p in ax.patches if p.get_gid() == "overhead")
@@ -309,8 +314,8 @@ import ctxlab
 from ctxlab import datasets
 from ctxlab.viz import figure_png, figure_svg, plot_context, plot_layers, plot_stages
 s = datasets.generate_session("coding", seed=3, calls=30, big_outputs=0)
-r = ctxlab.replay(ctxlab.load(datasets.write_claude_code(s, sys.argv[1])), "neurolink",
-                  window=60_000)
+r = ctxlab.replay(ctxlab.load(datasets.write_claude_code(s, sys.argv[1])),
+                  ctxlab.preset("neurolink", always=()), window=60_000)
 call = int(r.events["call"].iloc[0])
 for fig in (plot_layers(r), plot_stages(r), plot_context(r, call)):
     print(hashlib.sha256(figure_svg(fig).encode()).hexdigest(),
@@ -349,7 +354,7 @@ def two_sessions(tmp_path_factory):
     sessions = [datasets.generate_session("coding", seed=k, calls=20, big_outputs=0)
                 for k in (3, 4)]
     path = datasets.write_openai(sessions, tmp_path_factory.mktemp("two") / "o.jsonl")
-    return ctxlab.replay(ctxlab.load(path), "neurolink", window=60_000)
+    return ctxlab.replay(ctxlab.load(path), STAGES, window=60_000)
 
 
 def test_plots_of_one_session_of_several(two_sessions):

@@ -249,7 +249,8 @@ class TruncateToolOutput(Stage):
                             f"not get smaller in tokens")
             return None
         return Edit(stage=self.name, hide=tuple(hide), insert=tuple(inserts),
-                    reason=f"truncated {len(hide)} tool outputs over {self.max_bytes:,} bytes"
+                    reason=f"truncated {len(hide)} tool output{'s' if len(hide) != 1 else ''} "
+                           f"over {self.max_bytes:,} bytes"
                            + (f" or {self.max_lines:,} lines" if self.max_lines is not None
                               else "") + f" to their {self.direction}",
                     details={"truncated": len(hide), "tokens_saved": saved,

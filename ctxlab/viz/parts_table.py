@@ -51,9 +51,9 @@ def request_table_df(replay: Replay, call: int, *, side: Side = "before",
     Example:
         >>> import ctxlab, ctxlab.datasets
         >>> r = ctxlab.replay(ctxlab.load(ctxlab.datasets.path("coding_session")), "neurolink")
-        >>> t = request_table_df(r, 36)
+        >>> t = request_table_df(r, 62)
         >>> t.loc[t["status"] == "pruned", ["stage", "reason"]].iloc[0].tolist()
-        ['prune', 'cleared 22 tool results older than the newest 40,000 tokens of tool output']
+        ['prune', 'cleared 41 tool results older than the newest 40,000 tokens of tool output']
     """
     if side not in ("before", "after"):
         raise ConfigError(f"side must be 'before' or 'after', not {side!r}")

@@ -64,9 +64,9 @@ def context_parts_df(replay: Replay, call: int, *, side: Literal["before", "afte
     Example:
         >>> import ctxlab
         >>> r = ctxlab.replay(ctxlab.load("datasets/coding_session.jsonl"), "neurolink")
-        >>> parts = context_parts_df(r, 36)
+        >>> parts = context_parts_df(r, 62)
         >>> parts.groupby("status")["tokens"].sum().to_dict()
-        {'kept': 34641, 'pruned': 74762}
+        {'kept': 66586, 'pruned': 41795}
     """
     if side not in ("before", "after"):
         raise ConfigError(f"side must be 'before' or 'after', not {side!r}")
@@ -112,7 +112,7 @@ def plot_context(replay: Replay, call: int, *, side: Literal["before", "after"] 
     Example:
         >>> import ctxlab
         >>> r = ctxlab.replay(ctxlab.load("datasets/coding_session.jsonl"), "neurolink")
-        >>> ax = plot_context(r, 36).axes[0]
+        >>> ax = plot_context(r, 62).axes[0]
         >>> sorted({p.get_gid().rsplit("-", 1)[1] for p in ax.patches})
         ['kept', 'pruned']
     """

@@ -86,7 +86,7 @@ def plot_layers(replay: Replay, *, session: str | None = None,
         >>> ax = plot_layers(r).axes[0]
         >>> marks = next(line for line in ax.lines if line.get_gid() == "compactions")
         >>> marks.get_xdata().tolist()  # the calls whose compaction hid parts
-        [36, 87, 124]
+        [18, 62, 89, 112, 141]
     """
     if side not in ("after", "before"):
         raise ConfigError(f"side must be 'after' or 'before', not {side!r}")
@@ -185,9 +185,9 @@ def plot_stages(replay: Replay, *, call: int | None = None, session: str | None 
     Example:
         >>> import ctxlab
         >>> r = ctxlab.replay(ctxlab.load("datasets/coding_session.jsonl"), "neurolink")
-        >>> bars = plot_stages(r, call=36).axes[0].patches
+        >>> bars = plot_stages(r, call=62).axes[0].patches
         >>> [b.get_gid() for b in bars], round(bars[1].get_height() * 1000)
-        (['before', 'stage-prune', 'after'], 74564)
+        (['before', 'stage-prune', 'after'], 41426)
     """
     fig, ax = new_figure(ax, (8, 4))
     ev = replay.events

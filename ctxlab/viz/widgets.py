@@ -61,10 +61,10 @@ class ReplayExplorer(WidgetView):
         >>> r = ctxlab.replay(ctxlab.load(ctxlab.datasets.path("coding_session")), "neurolink")
         >>> ex = ReplayExplorer(r)
         >>> ex.call, ex.table()["status"].value_counts().to_dict()
-        (36, {'kept': 100, 'pruned': 22})
+        (18, {'kept': 61, 'pruned': 1})
         >>> ex.rewind()
         >>> int(ex.replay.calls["call"].max())
-        35
+        17
     """
 
     def __init__(self, replay: Replay, *, session: str | None = None, call: int | None = None,
