@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import pandas as pd
 
 from ctxlab.cli_sweep import add_sweep_command
-from ctxlab.errors import ConfigError, CtxlabError
+from ctxlab.errors import ConfigError, CtxlabError, LoadError
 from ctxlab.loaders import load, load_dir
 from ctxlab.loaders.corpus import Corpus
 from ctxlab.overview import parts_by_role_kind_df, sessions_df, usage_summary
@@ -561,7 +561,9 @@ def output_path(text: str, option: str = "-o", inputs: Sequence[str | Path] = ()
 
 
 def _not_an_input(out: Path, option: str, inputs: Sequence[str | Path]) -> None:
-    """Refuse an output that is an input of the command (a file or folder it reads)."""
+    """Refuse an output that is an input of the command: a file or folder it reads, a log
+    (or a converted log, or any file of a corpus dataset) inside a folder it reads, or a
+    folder that holds one of its inputs (``convert`` writes a dataset folder whole)."""
     for given in inputs:
         src = Path(given)
         try:
@@ -571,6 +573,43 @@ def _not_an_input(out: Path, option: str, inputs: Sequence[str | Path]) -> None:
         if same or out.resolve() == src.resolve():
             raise ConfigError(f"{option} {out}: is the input {src}; ctxlab never writes over "
                               f"its input: give another name")
+        inside = _within(out, src)
+        if inside and src.is_dir() and _read_from(out, src):
+            raise ConfigError(f"{option} {out}: is one of the files the command reads in "
+                              f"{src}; ctxlab never writes over its input: write it "
+                              f"outside that folder")
+        if (out.is_dir() or not out.suffix) and _within(src, out):
+            raise ConfigError(f"{option} {out}: holds the input {src}, and would be "
+                              f"written over; write the output to another folder")
+
+
+def _within(path: Path, folder: Path) -> bool:
+    """Whether ``path`` is inside ``folder`` (resolved; not the folder itself)."""
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except ValueError:
+        return False
+    return path.resolve() != folder.resolve()
+
+
+def _read_from(out: Path, folder: Path) -> bool:
+    """Whether an existing file inside an input folder is something the command reads: any
+    file of a corpus dataset, a log, or a converted (Parquet) log."""
+    from ctxlab.loaders.corpus_store import is_dataset
+    from ctxlab.loaders.registry import detect
+
+    if any(is_dataset(d) for d in (folder, *out.resolve().parents)
+           if _within(d, folder) or d.resolve() == folder.resolve()):
+        return True
+    if not out.is_file():
+        return False
+    if out.suffix.lower() == ".parquet":
+        return True
+    try:
+        detect(out)
+    except LoadError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

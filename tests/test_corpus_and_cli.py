@@ -241,3 +241,37 @@ def test_hidden_files_are_logs_too_and_hidden_folders_are_listed(tmp_path: Path)
     assert "hidden folder" in files.loc[str(tmp_path / ".git"), "note"]
     assert str(tmp_path / ".git" / "HEAD") not in files.index
     assert len(c) == 1
+
+
+def test_no_command_writes_over_a_file_it_reads_in_a_folder(tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]):
+    """A log inside a folder the command reads, any file of a corpus dataset it reads, and
+    a folder holding the input are inputs too (a calibration replaced a log it had just
+    read; a sweep wrote over a dataset's partition; convert replaced the dataset that held
+    its input). A new file beside them is fine."""
+    import hashlib
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name in ("coding_session_b", "openai_sessions"):
+        shutil.copy(datasets.path(name), logs / f"{name}.jsonl")
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in logs.iterdir()}
+    corpus = tmp_path / "corpus"
+    assert main(["convert", str(logs), "-o", str(corpus)]) == 0
+    part = next(corpus.rglob("*.parquet"))
+    part_bytes = part.read_bytes()
+    capsys.readouterr()
+    for argv, words in (
+            (["estimators", str(logs), "-e", "chars:4", "--calibrate",
+              str(logs / "coding_session_b.jsonl")], "one of the files the command reads"),
+            (["sweep", str(corpus), "--preset", "neuron", "--workers", "1", "-o", str(part)],
+             "one of the files the command reads"),
+            (["convert", str(part), "-o", str(corpus)], "holds the input")):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert words in err and "never writes over its input" in err or "holds the input" in err
+    assert {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in logs.iterdir()} == before
+    assert part.read_bytes() == part_bytes and (corpus / "_ctxlab_corpus.json").is_file()
+    out = logs / "results.csv"                 # a new file beside the logs: written
+    assert main(["sweep", str(logs), "--preset", "neuron", "--workers", "1", "-o",
+                 str(out)]) == 0 and out.is_file()
