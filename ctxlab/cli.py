@@ -108,16 +108,18 @@ def corpus_text(c: Corpus, root: Path | None = None) -> str:
     """The ``ctxlab info`` text of a folder (of logs, or a corpus dataset)."""
     from ctxlab.loaders.corpus_store import describe, is_dataset
 
+    sessions = _table(sessions_df(c))       # loads the logs: an unreadable one is marked
     counts = c.files["status"].value_counts()
     lines = [f"folder: {len(c.files)} files: {int(counts.get('log', 0))} logs, "
              f"{int(counts.get('part-of', 0))} sub-agent files, "
-             f"{int(counts.get('not-a-log', 0))} not logs"]
+             f"{int(counts.get('not-a-log', 0))} not logs"
+             + (f", {int(counts['unreadable'])} unreadable" if counts.get("unreadable") else "")]
     if root is not None and is_dataset(root):
         lines = [f"corpus dataset: {describe(root)}"]
     other = c.files[c.files["status"] != "log"]
     for r in other.itertuples():
         lines.append(f"  {r.status}: {r.path}: {r.note}")
-    lines += ["", "sessions:", _table(sessions_df(c)), ""]
+    lines += ["", "sessions:", sessions, ""]
     lines += _report_lines(c)
     return "\n".join(lines)
 

@@ -45,7 +45,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from ctxlab.errors import ConfigError
+from ctxlab.errors import ConfigError, LoadError
 from ctxlab.loaders.corpus import Corpus, load_dir
 from ctxlab.loaders.records import LoadOptions
 from ctxlab.schema import Transcript
@@ -171,8 +171,21 @@ def replayed_sessions(t: Transcript) -> list[str]:
 
 def _sessions_of(src: Source) -> tuple[list[str], pd.DataFrame]:
     """The sessions a sweep replays from a log loaded in a worker, and the records of the
-    log that could not be used (`LoadReport.skipped`)."""
-    t = _load(src)
+    log that could not be used (`LoadReport.skipped`). A log that cannot be read at all
+    (truncated JSON...) gives no session and one skipped record saying why, unless the
+    sweep is strict: one bad file does not stop a corpus."""
+    try:
+        t = _load(src)
+    except LoadError as e:
+        if src.options is not None and src.options.strict:
+            raise
+        from ctxlab.schema import REPORT_COLUMNS, coerce
+        row = {"file": [e.path or src.path], "line": [e.line],
+               "where": [e.where or (f"line {e.line}" if e.line is not None else "file")],
+               "record": ["log"], "status": ["skipped"], "parts": [0],
+               "reason": [f"the log could not be read, so none of it was replayed: "
+                          f"{e.reason}"]}
+        return [], coerce(row, REPORT_COLUMNS)
     return replayed_sessions(t), t.load_report.skipped.reset_index(drop=True)
 
 

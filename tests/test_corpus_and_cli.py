@@ -275,3 +275,28 @@ def test_no_command_writes_over_a_file_it_reads_in_a_folder(tmp_path: Path,
     out = logs / "results.csv"                 # a new file beside the logs: written
     assert main(["sweep", str(logs), "--preset", "neuron", "--workers", "1", "-o",
                  str(out)]) == 0 and out.is_file()
+
+
+def test_one_unreadable_log_does_not_stop_a_folder(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]):
+    """A truncated JSON document beside a good log: info, estimators and sweep go on with
+    the good one and name the bad one (file:line, why), as convert does; --strict stops."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(datasets.path("coding_session_b"), logs / "good.jsonl")
+    (logs / "cut.json").write_text('[{"role": "user", "content": "hi"},\n{"role": "assis',
+                                   encoding="utf-8")
+    corpus = ctxlab.load_dir(logs)
+    assert len(list(corpus)) == 1
+    row = corpus.files.set_index("path").loc[str(logs / "cut.json")]
+    assert row["status"] == "unreadable" and "cut.json:2: malformed JSON" in row["note"]
+    assert main(["info", str(logs)]) == 0
+    out = capsys.readouterr().out
+    assert "1 unreadable" in out and "unreadable: " in out and "f2a5cd4f" in out
+    assert main(["sweep", str(logs), "--preset", "neuron", "--workers", "1", "-o",
+                 str(tmp_path / "r.csv")]) == 0
+    err = capsys.readouterr().err
+    assert "cut.json:2: the log could not be read, so none of it was replayed" in err
+    assert len(pd.read_csv(tmp_path / "r.csv")) == 1
+    assert main(["info", str(logs), "--strict"]) == 2
+    assert "cut.json:2: malformed JSON" in capsys.readouterr().err

@@ -28,7 +28,8 @@ class Corpus:
 
     Attributes:
         files: one row per file: ``path``, ``format`` (NA when not a log), ``status``
-            (``log``, ``part-of`` another log, ``not-a-log``) and ``note``. For a corpus
+            (``log``, ``part-of`` another log, ``not-a-log``, ``unreadable`` once loading
+            it failed) and ``note``. For a corpus
             dataset, one row per session partition, with more columns
             (`ctxlab.loaders.corpus_store.FILE_COLUMNS`: ``session``, ``source``...).
         options: options passed to every loader (for a dataset: those it was written with).
@@ -51,8 +52,20 @@ class Corpus:
         return len(self.paths)
 
     def __iter__(self) -> Iterator[Transcript]:
+        """Every log, loaded. Outside strict mode a log that cannot be read at all is
+        left out and listed in ``files`` (status ``unreadable``, the error as its note),
+        as ``ctxlab convert`` does: one bad file does not stop a corpus."""
         for p in self.paths:
-            yield self.transcript(p)
+            try:
+                t = self.transcript(p)
+            except LoadError as e:
+                if self.options.strict or self.dataset is not None:
+                    raise
+                at = self.files["path"] == str(p)
+                self.files.loc[at, "status"] = "unreadable"
+                self.files.loc[at, "note"] = str(e)
+                continue
+            yield t
 
     def transcript(self, path: str | Path) -> Transcript:
         """The transcript of one file of the corpus (loaded once). For a dataset, a
