@@ -319,6 +319,10 @@ def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay
                                f"could not be used; the replay runs without them:",
                                *_report_lines(t)[1:]]))
     bare = calls_without_input(t)
+    if len(bare) == len(t.calls):
+        raise ConfigError(f"{args.path}: no call to replay: its {_count(len(bare), 'call')} "
+                          f"record{'s' if len(bare) == 1 else ''} no input (the log holds no "
+                          f"part, e.g. {bare['source'].astype(str).iloc[0]})")
     if len(bare):
         steps.write(f"ctxlab: warning: {_count(len(bare), 'call')} of {args.path} "
                     f"({', '.join(bare['source'].astype(str).head(3))}"
@@ -401,7 +405,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     print(f"{r.pipeline.name} over {_count(s['calls'], 'call')}: "
           f"{_count(s['compactions'], 'compaction')}, {_count(s['events'], 'event')}, "
           f"{_count(s['failures'], 'failed summarizer attempt')}; "
-          f"peak request {s['peak_tokens']:,} tokens ({s['peak_usage']:.1%} of the limit); "
+          f"largest request {s['peak_tokens']:,} tokens; highest usage "
+          f"{s['peak_usage']:.1%} of its call's limit; "
+          f"{_count(s['over_window'], 'request')} over the window; "
           f"needed-fact recall {_share(s['recall'])}")
     return 0
 

@@ -233,7 +233,7 @@ def calls_without_input(t: Transcript) -> pd.DataFrame:
         >>> len(calls_without_input(ctxlab.load("datasets/coding_session.jsonl")))
         0
     """
-    return t.calls[~t.calls["session"].isin(t.sessions)]
+    return t.calls[~t.calls["session"].isin(pd.unique(t.frame["session"]))]
 
 
 def replay(t: Transcript, pipeline: str | Pipeline, *, window: int | None = None,
@@ -329,7 +329,10 @@ def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[st
     rows: list[dict[str, Any]] = []
     ledger: list[pd.DataFrame] = []
     events: list[dict[str, Any]] = []
+    with_parts = set(pd.unique(base.frame["session"]))
     for session in base.sessions:
+        if session not in with_parts:
+            continue        # calls without input (`calls_without_input`): nothing to replay
         calls = base.calls[base.calls["session"] == session].sort_values("input_end_pos")
         first = start.get(session, 0) if previous is not None else 0
         if previous is not None and session not in start:

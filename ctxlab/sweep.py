@@ -165,8 +165,9 @@ def _load(src: Source) -> Transcript:
 
 
 def replayed_sessions(t: Transcript) -> list[str]:
-    """The sessions of a log that a sweep replays: those with calls, in log order."""
-    return [s for s in t.sessions if (t.calls["session"] == s).any()]
+    """The sessions of a log that a sweep replays: those with parts and calls, in log
+    order (a session of calls alone has no request to replay: `calls_without_input`)."""
+    return [s for s in pd.unique(t.frame["session"]) if (t.calls["session"] == s).any()]
 
 
 def _sessions_of(src: Source) -> tuple[list[str], pd.DataFrame]:

@@ -51,6 +51,12 @@ def test_report_writes_the_page_and_prints_its_path_and_a_summary(
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith(f"wrote {out} (") and lines[0].endswith(" KB)")
     assert lines[1].startswith("neuron over 63 calls: 1 compaction, 1 event, 0 failed ")
+    # the largest request and the highest usage are each their own (with several models
+    # they are different calls: one figure each, not one beside the other's)
+    r = ctxlab.replay(ctxlab.load(LOG), "neuron", window=100_000).summary()
+    assert (f"largest request {r['peak_tokens']:,} tokens; highest usage "
+            f"{r['peak_usage']:.1%} of its call's limit; {r['over_window']} requests over "
+            f"the window;") in lines[1]
     page = out.read_text(encoding="utf-8")
     assert "<title>mine</title>" in page and "secrets redacted" in page
     assert '<section id="fidelity">' in page
@@ -274,3 +280,20 @@ def test_calls_with_no_recorded_input_are_said_not_replayed(tmp_path, capsys):
     assert main(["replay", str(path), "--preset", "neuron"]) == 0
     err = capsys.readouterr().err
     assert "2 calls of" in err and "have no recorded input" in err
+
+
+def test_a_log_whose_only_call_has_no_input_is_not_replayed(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]):
+    """An aider history that records an interrupted request's token count and nothing it
+    was sent: the replay used to "replay" it as the fitted overhead alone, silently."""
+    from ctxlab.replay import calls_without_input
+
+    log = tmp_path / ".aider.chat.history.md"
+    log.write_text("\n# aider chat started at 2024-08-20 08:52:43\n\n>  \n> ^C again to exit  \n"
+                   "> Tokens: 9,921 sent, 0 received.\n", encoding="utf-8")
+    t = ctxlab.load(log)
+    assert len(t.calls) == 1 and t.frame.empty
+    assert len(calls_without_input(t)) == 1
+    assert ctxlab.replay(t, "neuron").calls.empty
+    assert main(["replay", str(log)]) == 2
+    assert "no call to replay: its 1 call records no input" in capsys.readouterr().err

@@ -69,7 +69,8 @@ SUMMARY_DOC = {
     "failures": "summarizer attempts that failed (the pipeline went on without them)",
     "tokens_sent": "input tokens over all replayed requests",
     "peak_tokens": "the largest request sent",
-    "peak_usage": "the largest request as a share of the limit",
+    "peak_usage": "the highest share of its call's limit a request took (with several "
+                  "models, not always the largest request's)",
     "over_window": "requests still over the context window after compaction",
     "forced_final": "requests that forced a final turn",
     "recall": "needed facts present in the request when needed (pooled)",
