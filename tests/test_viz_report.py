@@ -271,3 +271,23 @@ def test_the_settings_give_the_trigger_as_set():
     assert "tokens over 83.5% of the window limit" in page
     page = report_html(ctxlab.replay(t, "neuron", window=100_000), transcript=t)
     assert "tokens over 100% of the fixed limit" in page
+
+
+def test_the_summary_names_the_models_of_the_calls_in_every_format(tmp_path):
+    """The models come from the calls (mini-swe-agent, Inspect, OpenHands, aider... name
+    none in their metadata: the page said '–')."""
+    from ctxlab.loaders.builder import SessionBuilder, assemble
+    from ctxlab.loaders.records import RecordLog
+
+    b = SessionBuilder("s", RecordLog("mem.jsonl"))
+    b.message("user", real_user=True)
+    b.part("text", "hello " * 20)
+    for model in ("gpt-4o-mini-2024-07-18", "claude-3-5-haiku"):
+        b.call(model=model, input_total=40)
+        b.message("assistant")
+        b.part("text", "hi")
+    t = assemble([b], RecordLog("mem.jsonl"), {"format": "test"})
+    assert "models" not in t.meta
+    page = report_html(ctxlab.replay(t, "neuron"), transcript=t)
+    row = page[page.index(">models<"):][:200]
+    assert "gpt-4o-mini-2024-07-18, claude-3-5-haiku" in row

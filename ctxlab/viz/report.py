@@ -176,7 +176,7 @@ def _settings(replay: Replay, source: Transcript, cells: _Cells) -> str:
     fitted = bool(source.calls["input_total"].notna().any())
     rows = [("source", f"{name} ({fmt}{' ' + str(version) if version else ''})"),
             ("sessions", f"{len(replay.base.sessions):,}"),
-            ("models", ", ".join(str(m) for m in meta.get("models") or []) or "–"),
+            ("models", _models(source, meta)),
             ("pipeline", str(p)),
             ("always / enforce / post stages",
              " / ".join(" > ".join(x.name for x in group) or "–"
@@ -198,6 +198,15 @@ def _settings(replay: Replay, source: Transcript, cells: _Cells) -> str:
                      f"with no recorded input (their session holds no part)"))
     items = "".join(f"<dt>{cells.text(k)}</dt><dd>{cells.text(v)}</dd>" for k, v in rows)
     return f'<section id="settings"><h2>Replay</h2><dl>{items}</dl></section>'
+
+
+def _models(source: Any, meta: Mapping[str, Any]) -> str:
+    """The models the log's calls name (every format records them per call), else what
+    its metadata says; at most 6, with how many more."""
+    found = [str(m) for m in pd.unique(source.calls["model"].dropna())] or \
+        [str(m) for m in (meta.get("models") or [])]
+    return (", ".join(found[:6]) + (f" and {len(found) - 6} more" if len(found) > 6 else "")
+            ) or "–"
 
 
 def _load_report_text(source: Transcript, shown: int = 3) -> str:
