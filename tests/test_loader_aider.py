@@ -356,3 +356,12 @@ def test_only_the_auto_commit_of_a_replys_edits_is_added_to_the_chat(tmp_path: P
     assert f["content"].iloc[-1].endswith("litellm.exceptions.BadRequestError: model not "
                                           "found\nRetrying in 5 seconds (attempt 2 of 3)")
     assert t.calls["model"].tolist() == ["claude-3-5-sonnet-20240620"] * 2
+
+
+def test_forcing_aider_on_another_log_is_a_load_error(tmp_path: Path) -> None:
+    """Without a session header or a '#### ' prompt nothing is an aider history: a JSONL
+    log forced to aider was 'used' whole and replayed as 0 tokens."""
+    with pytest.raises(LoadError, match="not an Aider chat history: no '# aider chat "
+                                        "started at' header"):
+        ctxlab.load(Path(__file__).parent.parent / "datasets" / "coding_session_b.jsonl",
+                    format="aider")

@@ -396,6 +396,10 @@ def load(path: Path, options: LoadOptions) -> Transcript:
     path = Path(path)
     log = RecordLog(path, strict=options.strict)
     text = read_text(path)
+    if not re.search(r"(?m)^(?:# aider chat started at |#### )", text):
+        raise log.error("not an Aider chat history: no '# aider chat started at' header and "
+                        "no '#### ' user prompt (is --format aider right? ctxlab info "
+                        "detects the format)")
     lines = text.split("\n")
     if text.endswith("\n"):
         lines.pop()
