@@ -102,6 +102,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         if "preset" in grid:
             raise ConfigError("give presets with --preset or --grid preset=..., not both")
         grid = {"preset": [p.strip() for p in args.preset.split(",") if p.strip()], **grid}
+    for name, given in (("window", args.window), ("estimator", args.estimator)):
+        if given is not None and name in grid:
+            raise ConfigError(f"give {name} with --{name} or --grid {name}=..., not both "
+                              f"(--{name} would be left unused)")
     constraints = _constraints(args.require)
     from ctxlab.cli import output_path
 

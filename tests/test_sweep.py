@@ -430,6 +430,11 @@ def test_sweep_command_writes_results_and_prints_the_recommendation(tmp_path, ca
         _run(["sweep", str(log), "--require", "recall=1", "-o", str(out)])
     with pytest.raises(ConfigError, match="write a .parquet or .csv"):
         _run(["sweep", str(log), "-o", str(tmp_path / "r.xlsx")])
+    # --window / --estimator beside a grid of the same name would be unused: refused
+    for flag, spec in (("--window", "window=100k,200k"), ("--estimator", "estimator=neuron")):
+        with pytest.raises(ConfigError, match=f"give {flag[2:]} with {flag} or --grid"):
+            _run(["sweep", str(log), flag, "50k" if flag == "--window" else "chars:4",
+                  "--grid", spec, "-o", str(tmp_path / "w.csv")])
     # a log without calls: an error that says so, nothing written
     quiet = tmp_path / "quiet.jsonl"
     quiet.write_text('{"role": "user", "content": "hello"}\n', encoding="utf-8")
