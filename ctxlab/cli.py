@@ -138,6 +138,8 @@ def _folder(args: argparse.Namespace, path: Path) -> bool:
 def _cmd_info(args: argparse.Namespace) -> int:
     path = Path(args.path)
     if _folder(args, path):
+        if not any(p.is_file() for p in path.rglob("*")):
+            raise ConfigError(f"{path}: an empty folder, no logs to describe")
         print(corpus_text(load_dir(path, strict=args.strict, sidechains=args.sidechains),
                           path))
     else:
@@ -549,6 +551,8 @@ def output_path(text: str, option: str = "-o", inputs: Sequence[str | Path] = ()
     one of the command's ``inputs`` (an input is never modified), its folder made when
     missing (as ``report`` does), and writable (an existing file is left as it is)."""
     out = Path(text)
+    if text.endswith(("/", "\\")):
+        raise ConfigError(f"{option} {text}: names a folder; give a file name")
     _not_an_input(out, option, inputs)
     if out.is_dir():
         raise ConfigError(f"{option} {out}: is a folder; give a file name")

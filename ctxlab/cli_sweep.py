@@ -130,7 +130,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                          *skipped_lines(skipped, f"ctxlab info {args.path} lists them")]),
               file=sys.stderr)
     print(f"wrote {out}: {len(df):,} rows ({df['config'].nunique()} configurations x "
-          f"{df['session'].nunique()} sessions)")
+          f"{len(df[['file', 'session']].drop_duplicates())} sessions)")
     print(sweep_text(df, constraints))
     return 0
 

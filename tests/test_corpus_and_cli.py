@@ -300,3 +300,29 @@ def test_one_unreadable_log_does_not_stop_a_folder(tmp_path: Path,
     assert len(pd.read_csv(tmp_path / "r.csv")) == 1
     assert main(["info", str(logs), "--strict"]) == 2
     assert "cut.json:2: malformed JSON" in capsys.readouterr().err
+
+
+def test_small_command_line_promises(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """info on an empty folder exits 2 (as the README says); -o ending in a separator is a
+    folder, not a file name; the sweep header counts a session of each log apart; a
+    converted log in a folder is named as such."""
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["info", str(empty)]) == 2
+    assert "an empty folder" in capsys.readouterr().err
+    log = datasets.path("coding_session_b")
+    assert main(["report", str(log), "--preset", "neuron", "-o", str(tmp_path / "new") + "/"]) \
+        == 2
+    assert "names a folder; give a file name" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()
+    two = tmp_path / "two"
+    two.mkdir()
+    for name in ("a.jsonl", "b.jsonl"):
+        shutil.copy(log, two / name)
+    assert main(["sweep", str(two), "--preset", "neuron", "--workers", "1", "-o",
+                 str(tmp_path / "r.csv")]) == 0
+    assert "2 rows (1 configurations x 2 sessions)" in capsys.readouterr().out
+    assert main(["convert", str(two / "a.jsonl"), "-o", str(two / "a.parquet")]) == 0
+    files = ctxlab.load_dir(two).files.set_index("path")
+    assert "a log converted by ctxlab convert loads on its own" in \
+        files.loc[str(two / "a.parquet"), "note"]

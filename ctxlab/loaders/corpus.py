@@ -158,8 +158,11 @@ def load_dir(path: str | Path, *, strict: bool = False, sidechains: bool = False
                          note="hidden folder: not searched (load_dir on it to search it)"))
     for p in candidates:
         if p.suffix.lower() in SKIP_SUFFIXES and p.suffix.lower() != ".md":
-            rows.append(dict(path=str(p), format=None, status="not-a-log",
-                             note=f"{p.suffix} files are not transcripts"))
+            note = (".parquet files are not searched in a folder (a log converted by ctxlab "
+                    "convert loads on its own: ctxlab.load or ctxlab info FILE)"
+                    if p.suffix.lower() == ".parquet" else
+                    f"{p.suffix} files are not transcripts")
+            rows.append(dict(path=str(p), format=None, status="not-a-log", note=note))
             continue
         try:
             loader = detect(p)
