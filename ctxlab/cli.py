@@ -596,27 +596,27 @@ def _not_an_input(out: Path, option: str, inputs: Sequence[str | Path]) -> None:
 
 
 def _within(path: Path, folder: Path) -> bool:
-    """Whether ``path`` is inside ``folder`` (resolved; not the folder itself)."""
-    try:
-        path.resolve().relative_to(folder.resolve())
-    except ValueError:
-        return False
-    return path.resolve() != folder.resolve()
+    """Whether ``path`` is inside ``folder`` (not the folder itself), as written or with
+    links resolved: a folder reads a linked log under the link's own name."""
+    for a, b in ((Path(os.path.abspath(path)), Path(os.path.abspath(folder))),
+                 (path.resolve(), folder.resolve())):
+        if a != b and a.is_relative_to(b):
+            return True
+    return False
 
 
 def _read_from(out: Path, folder: Path) -> bool:
     """Whether an existing file inside an input folder is something the command reads: any
-    file of a corpus dataset, a log, or a converted (Parquet) log."""
+    file of a corpus dataset, or a log (a converted .parquet log is not searched in a
+    folder: results written beside the logs may be written again)."""
     from ctxlab.loaders.corpus_store import is_dataset
     from ctxlab.loaders.registry import detect
 
     if any(is_dataset(d) for d in (folder, *out.resolve().parents)
            if _within(d, folder) or d.resolve() == folder.resolve()):
         return True
-    if not out.is_file():
+    if not out.is_file() or out.suffix.lower() == ".parquet":
         return False
-    if out.suffix.lower() == ".parquet":
-        return True
     try:
         detect(out)
     except LoadError:

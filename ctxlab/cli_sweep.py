@@ -115,11 +115,6 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     df = sweep(args.path, grid, engine=args.engine, estimator=args.estimator,
                window=parse_window(args.window), workers=args.workers,
                progress=True if args.progress else None)
-    if df.empty:
-        raise ConfigError(f"nothing to sweep in {args.path}: its logs record no LLM call "
-                          f"with input to replay (ctxlab info {args.path} shows what they "
-                          f"hold); nothing was written")
-    _write(df, out)
     if df.attrs.get("skipped"):
         from ctxlab.cli import skipped_lines
         skipped = pd.DataFrame(df.attrs["skipped"])
@@ -129,6 +124,13 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                          "without them:",
                          *skipped_lines(skipped, f"ctxlab info {args.path} lists them")]),
               file=sys.stderr)
+    if df.empty:
+        why = ("no log could be read or replayed (see the warning above)"
+               if df.attrs.get("skipped") else
+               "its logs record no LLM call with input to replay")
+        raise ConfigError(f"nothing to sweep in {args.path}: {why} (ctxlab info {args.path} "
+                          f"shows what they hold); nothing was written")
+    _write(df, out)
     print(f"wrote {out}: {len(df):,} rows ({df['config'].nunique()} configurations x "
           f"{len(df[['file', 'session']].drop_duplicates())} sessions)")
     print(sweep_text(df, constraints))

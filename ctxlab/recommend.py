@@ -19,6 +19,7 @@ meeting any ``min_recall`` and as 1.0 on the front (nothing was missed). Likewis
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -69,19 +70,28 @@ def _once(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     configuration hold it twice (summing both would double its totals). Two rows of one
     configuration and session that differ are two pipelines the columns cannot tell
     apart: an error, not a sum."""
+    # one log named two ways (a relative and an absolute path) is one log
+    real = df["file"].map(lambda f: os.path.realpath(f) if isinstance(f, str)
+                          and os.path.exists(f) else f)
+    look = df.assign(file=real)
     ident = [*keys, "file", "session"]
-    dup = df.duplicated(ident, keep="first")
+    dup = look.duplicated(ident, keep="first")
     if not dup.any():
         return df
     measured = [c for c in df.columns if c not in ident and c not in ("config", "seconds")]
-    differ = df.drop_duplicates([*ident, *measured]).duplicated(ident, keep=False)
+    kept = look.drop_duplicates([*ident, *measured])
+    differ = kept.duplicated(ident, keep=False)
     if differ.any():
-        row = df.drop_duplicates([*ident, *measured])[differ].iloc[0]
+        pair = kept[differ & kept.duplicated(ident, keep="first")].iloc[0]
+        first = kept[(kept[ident] == pair[ident]).all(axis=1)].iloc[0]
+        cols = [c for c in measured if not (first[c] == pair[c] or (pd.isna(first[c])
+                                                                   and pd.isna(pair[c])))]
         raise ConfigError(
-            "two configurations of these results have the same columns "
-            f"({', '.join(f'{k}={row[k]!r}' for k in keys[:3])}, ...) but different results "
-            f"on session {row['session']!r}: two pipelines with one name? Give them names "
-            f"of their own (Pipeline(name=...)) or aggregate them apart")
+            "two rows of these results have the same configuration columns "
+            f"({', '.join(f'{k}={pair[k]!r}' for k in keys[:3])}, ...) and session "
+            f"{pair['session']!r} but differ in {', '.join(cols[:4])}: two pipelines with "
+            f"one name, or sweeps with different prices? Give pipelines names of their own "
+            f"(Pipeline(name=...)) or aggregate the sweeps apart")
     return df[~dup]
 
 

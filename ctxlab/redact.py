@@ -44,9 +44,10 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
 
 _BEARER = re.compile(r"(\b(?:Bearer|Basic)\s+)([A-Za-z0-9._~+/-]{16,}=*)", re.I)
 _PASSWORD = re.compile(    # a password has any characters: up to its quote or a space
-    r"""((?:password|passwd|pwd|passphrase)\w*["']?\s*[:=]\s*)"""
-    r"""("[^"\s]{8,}"|'[^'\s]{8,}'|[^\s"',;]{8,})""", re.I)
-_URL_PASSWORD = re.compile(r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)([^\s@/]+)(?=@)", re.I)
+    r"""((?:password|passwd|pwd|passphrase)\w*["']?\s*[:=]\s*)"""   # (not a call: f(x))
+    r"""("[^"\s]{8,}"|'[^'\s]{8,}'|[^\s"',;()]{8,}(?![(.\w]))""", re.I)
+_URL_PASSWORD = re.compile(   # up to the last @ before the host: a password may hold @
+    r"(\b[a-z][a-z0-9+.-]*://[^\s:/@]+:)([^\s/]+)(?=@[^\s@/]*(?:[/:?#\s]|$))", re.I)
 _ASSIGNED = re.compile(
     r"""((?:api[_-]?key|apikey|access[_-]?key|secret(?:[_-]?key)?|client[_-]?secret"""
     r"""|token|auth|password|passwd|pwd)\w*["']?\s*[:=]\s*["']?)"""
@@ -91,7 +92,8 @@ def redact(text: str) -> str:
         return text
     for kind, pattern in PATTERNS:
         text = pattern.sub(_mask(kind), text)
-    text = _BEARER.sub(lambda m: m.group(1) + _mask(m.group(1).strip().lower()), text)
+    text = _BEARER.sub(lambda m: m.group(1) + _mask(m.group(1).strip().lower())
+                       if _random_looking(m.group(2)) else m.group(0), text)
     text = _URL_PASSWORD.sub(_keep_name("url-password"), text)
     text = _PASSWORD.sub(_keep_name("password"), text)
     return _ASSIGNED.sub(_keep_name("secret"), text)

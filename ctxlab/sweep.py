@@ -114,7 +114,9 @@ def price_table(prices: Mapping[str, Any] | None) -> dict[str, tuple[float, floa
         if not isinstance(key, str) or not key.strip() or not ok:
             raise ConfigError(f"prices[{key!r}] = {value!r}: give a model family name and "
                               f"(input, output) USD per million tokens, two numbers >= 0")
-        table[key.strip().lower()] = (float(value[0]), float(value[1]))
+        name = key.strip().lower()      # matched as model names are: provider prefix off
+        table[_VENDOR.sub("", name.rsplit("/", 1)[-1]) if name != "default" else name] = (
+            float(value[0]), float(value[1]))
     return table
 
 

@@ -326,3 +326,36 @@ def test_small_command_line_promises(tmp_path: Path, capsys: pytest.CaptureFixtu
     files = ctxlab.load_dir(two).files.set_index("path")
     assert "a log converted by ctxlab convert loads on its own" in \
         files.loc[str(two / "a.parquet"), "note"]
+
+
+def test_a_linked_log_in_an_input_folder_is_an_input_and_results_may_be_written_again(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """A folder reads a symlinked log under the link's name: writing to the link would
+    replace the log it points to. A sweep's .parquet results beside the logs are not
+    read (a folder does not search .parquet files): the sweep may write them again. A
+    folder of unreadable logs says why there is nothing to sweep."""
+    import hashlib
+
+    ext = tmp_path / "ext"
+    ext.mkdir()
+    shutil.copy(datasets.path("openai_sessions"), ext / "o.jsonl")
+    digest = hashlib.sha256((ext / "o.jsonl").read_bytes()).hexdigest()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "link.jsonl").symlink_to(ext / "o.jsonl")
+    assert main(["estimators", str(logs), "-e", "chars:4", "--calibrate",
+                 str(logs / "link.jsonl")]) == 2
+    assert "one of the files the command reads" in capsys.readouterr().err
+    assert hashlib.sha256((ext / "o.jsonl").read_bytes()).hexdigest() == digest
+    out = logs / "results.parquet"
+    for _ in range(2):
+        assert main(["sweep", str(logs), "--preset", "neuron", "--workers", "1", "-o",
+                     str(out)]) == 0
+    capsys.readouterr()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "cut.json").write_text('[{"role": "user", "content": "hi"},\n{"ro', encoding="utf-8")
+    assert main(["sweep", str(bad), "--preset", "neuron", "-o", str(tmp_path / "x.csv")]) == 2
+    err = capsys.readouterr().err
+    assert "cut.json:2: the log could not be read" in err
+    assert "nothing to sweep in" in err and "no log could be read or replayed" in err

@@ -63,6 +63,12 @@ def test_random_values_assigned_to_a_secret_name_are_masked(text: str):
     ("password: string | null;", "password: string | null;"),
     ("password = get_password()", "password = get_password()"),
     ("http://127.0.0.1:5432/db", "http://127.0.0.1:5432/db"),
+    ("the basic ctxlab/loaders/registry.py module", "the basic ctxlab/loaders/registry.py module"),
+    ("The bearer authentication-scheme is defined", "The bearer authentication-scheme is defined"),
+    ("    password = get_password(user1)", "    password = get_password(user1)"),
+    ("pwd_hash = hashlib.sha256(pw.encode())", "pwd_hash = hashlib.sha256(pw.encode())"),
+    # a password holding @: masked whole, up to the @ before the host
+    ("postgres://app:p@ss1@db/app", "postgres://app:[REDACTED:url-password]@db/app"),
 ])
 def test_credentials_of_any_case_and_passwords_with_punctuation(text: str, expected: str):
     assert redact(text) == expected

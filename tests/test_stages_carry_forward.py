@@ -183,12 +183,14 @@ def test_the_system_prompts_own_instructions_are_never_previewed():
     rules = "You are Obsidian Copilot.\n# Output rules\n" + "".join(
         f"- Rule {i}: never do thing number {i} without asking the user first.\n"
         for i in range(120))
+    rules = rules.replace("# Output rules\n", "# Output rules\nNotes come in <context> tags.\n")
+    after = "\n# After the notes\nAlways cite the note path."
     for with_project in (False, True):
         log = RecordLog("mem.jsonl")
         b = SessionBuilder("s", log)
         b.message("system")
         b.part("text", rules + ("<project_context>\n# Notes\n" + NOTE + "\n"
-                                "</project_context>" if with_project else ""))
+                                "</project_context>" + after if with_project else ""))
         b.message("user", real_user=True)
         b.part("text", "What is the budget cap?")
         b.call()
@@ -201,7 +203,7 @@ def test_the_system_prompts_own_instructions_are_never_previewed():
             assert res.runs[0].event is None and sent == rules
         else:
             assert res.runs[0].event is not None
-            assert sent.startswith(rules + "<prior_context")
+            assert sent.startswith(rules + "<prior_context") and sent.endswith(after)
             assert "Rule 119: never do thing number 119" in sent and len(sent) < len(rules) + 2000
 
 

@@ -65,6 +65,7 @@ def test_claude_codes_reminder_after_a_read_is_not_part_of_the_file():
     s = file_states(f).iloc[0]
     assert s["content"] == "def f():\n    return 42\n\ndef g():\n    return 2"
     assert strip_line_numbers("     1→x" + reminder) == ("x", 1)
+    assert strip_line_numbers("     1→x" + reminder.rstrip("\n") + reminder) == ("x", 1)
     # a reminder inside the file (a numbered line) is the file's
     inside = numbered("<system-reminder>\nx\n</system-reminder>")
     assert strip_line_numbers(inside) == ("<system-reminder>\nx\n</system-reminder>", 1)

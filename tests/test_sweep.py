@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import shutil
 
 import numpy as np
@@ -109,9 +110,15 @@ def test_concatenated_sweeps_that_share_a_configuration_count_its_sessions_once(
     key = ["preset", "threshold", "prune.protect_tokens"]
     merged = agg.merge(alone, on=key, suffixes=("", "_alone"))
     assert (merged["tokens_sent"] == merged["tokens_sent_alone"]).all()
+    # the same logs named another way (an absolute path, a trailing separator)
+    elsewhere = finer.assign(file=[os.path.join(os.path.dirname(f), ".", os.path.basename(f))
+                                   for f in finer["file"]])
+    assert not set(elsewhere["file"]) & set(serial["file"])
+    assert aggregate(pd.concat([serial, elsewhere], ignore_index=True))["sessions"].eq(5).all()
     # two pipelines that the columns cannot tell apart: an error, not a sum
     changed = finer.assign(tokens_sent=finer["tokens_sent"] + 1)
-    with pytest.raises(ConfigError, match="two pipelines with one name"):
+    with pytest.raises(ConfigError, match="differ in tokens_sent: two pipelines with one "
+                                          "name, or sweeps with different prices"):
         aggregate(pd.concat([finer, changed], ignore_index=True))
 
 
@@ -329,6 +336,15 @@ def test_prices_can_be_overridden_and_transcripts_swept_in_memory():
 ])
 def test_price_for_model_names_as_logs_record_them(model, price):
     assert price_for(model) == price
+
+
+def test_a_users_price_key_may_name_the_provider_as_the_log_does():
+    from ctxlab.sweep import price_table
+
+    t = price_table({"anthropic/claude-sonnet-4": (1, 2),
+                     "openrouter/openai/gpt-4o-mini": (9, 9)})
+    assert price_for("anthropic/claude-sonnet-4-20250514", t) == (1.0, 2.0)
+    assert price_for("openrouter/openai/gpt-4o-mini", t) == (9.0, 9.0)
 
 
 def test_engine_and_source_errors():

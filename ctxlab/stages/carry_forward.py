@@ -81,20 +81,25 @@ def structure_preview(text: str, section_chars: int, *, source: str | None = Non
     return "\n".join(lines)
 
 
-_CONTEXT_BLOCK = re.compile(r"<(?:project_context|context)[\s>]")
+_CONTEXT_BLOCK = re.compile(r"(?m)^[^\S\n]*<(project_context|context)[\s>]")
 
 
 def _preview(text: str, role: str, section_chars: int, source: str | None) -> str | None:
     """The preview of one carried part. The system prompt's own text is the agent's
     instructions, not carried context: only a ``<project_context>`` (or ``<context>``)
-    block inside it is previewed, the text before it kept as it is (Copilot's Projects
-    mode puts the project's files there, seed 003); a system prompt without one: None."""
+    block opening a line inside it is previewed, up to its closing tag, the text around
+    it kept as it is (Copilot's Projects mode puts the project's files there, seed 003);
+    a system prompt without one: None."""
     if role != "system":
         return structure_preview(text, section_chars, source=source)
     m = _CONTEXT_BLOCK.search(text)
     if m is None:
         return None
-    return text[:m.start()] + structure_preview(text[m.start():], section_chars, source=source)
+    close = f"</{m.group(1)}>"
+    end = text.find(close, m.end())
+    end = len(text) if end < 0 else end + len(close)
+    return (text[:m.start()] + structure_preview(text[m.start():end], section_chars,
+                                                 source=source) + text[end:])
 
 
 @register

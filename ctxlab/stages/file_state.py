@@ -39,8 +39,8 @@ EDITOR_TOOLS = frozenset({"str_replace_editor", "str_replace_based_edit_tool", "
 STATE_COLUMNS = ("path", "content", "first_line", "complete", "read_pos", "written_pos",
                  "recent_pos")
 _NUMBERED = re.compile(r"^ *(\d+)(?:→|\t)(.*)$")
-_REMINDER_TAIL = re.compile(r"\n\s*<system-reminder>(?:(?!<system-reminder>).)*?</system-reminder>"
-                            r"\s*\Z", re.S)
+_REMINDER_TAIL = re.compile(r"(?:\n\s*<system-reminder>(?:(?!<system-reminder>).)*?"
+                            r"</system-reminder>)+\s*\Z", re.S)
 
 
 def strip_line_numbers(text: str) -> tuple[str, int]:
