@@ -183,7 +183,9 @@ class NewPart:
 
     Attributes:
         content: the text the model will see.
-        kind: ``marker`` for placeholders and truncation notices, ``summary`` for summaries.
+        kind: ``tool_result`` for a placeholder that replaces a tool result (with its
+            ``tool_call_id``: a ``marker`` there leaves the call unanswered), ``marker``
+            for other placeholders and truncation notices, ``summary`` for summaries.
         role: the speaker.
         anchor: the part id it is placed next to (in the full session, hidden or not).
         side: ``"after"`` or ``"before"`` the anchor.
