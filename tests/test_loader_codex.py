@@ -231,7 +231,12 @@ def test_second_copy_of_an_out_of_range_total_is_still_a_copy(tmp_path: Path) ->
         lines[k] = _line("event_msg", _usage(10 ** 30, 1000, 200, 100, 40))
     t = ctxlab.load(write(tmp_path, lines))
     assert len(t.calls) == 4 and t.calls["input_total"].tolist()[:2] == [1000, 1250]
-    assert t.load_report.records.set_index("line").loc[13, "reason"].startswith("second copy")
+    rep = t.load_report.records
+    assert rep[rep["line"] == 13]["reason"].iloc[0].startswith("second copy")
+    # the total is reported once, at the first copy's line, not at a later call
+    bad = rep[rep["record"] == "usage"]
+    assert bad["line"].tolist() == [8] and "1000000000000000000000000000000" in \
+        bad["reason"].iloc[0]
 
 
 def test_compaction_without_replacement_history(tmp_path: Path) -> None:

@@ -329,7 +329,10 @@ def test_surrogates_huge_counts_and_bad_times_do_not_crash(tmp_path: Path) -> No
         t = ctxlab.load(p)
         assert pd.isna(t.calls["input_total"].iloc[0]) and pd.isna(t.calls["ts"].iloc[0])
         assert t.frame["content"].iloc[1] == "x\ufffd"
-        assert t.load_report.skipped.empty
+        # the absurd count is left empty and said so (not silently), the call kept
+        sk = t.load_report.skipped
+        assert sk["record"].tolist() == ["usage"]
+        assert "is not a whole number from 0 to 2**53: left empty" in sk["reason"].iloc[0]
 
 
 def test_a_call_sent_other_messages_than_its_conversation_is_reported(tmp_path: Path) -> None:

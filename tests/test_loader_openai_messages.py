@@ -256,3 +256,19 @@ def test_corrupted_input_is_reported_or_load_error(name: str, c: tuple, tmp_path
     assert expected is not None
     assert_accounts(t, expected)
     assert isinstance(t.frame, pd.DataFrame)
+
+
+def test_a_token_count_that_is_no_count_is_reported_not_dropped_silently(tmp_path: Path):
+    """A count recorded as a text, negative or absurd is left empty (it cannot be trusted)
+    and the load report says which and where; --strict stops there."""
+    msgs = conversation()
+    msgs[3]["usage"] = {"prompt_tokens": "120", "completion_tokens": -3}
+    p = write_jsonl(tmp_path / "odd.jsonl", msgs)
+    t = ctxlab.load(p)
+    assert pd.isna(t.calls["input_total"].iloc[0]) and pd.isna(t.calls["output_tokens"].iloc[0])
+    sk = t.load_report.skipped
+    assert sk["record"].tolist() == ["usage"] and sk["line"].tolist() == [4]
+    assert sk["where"].tolist() == ["line 4 usage"]
+    assert "token counts '120', -3 are not a whole number" in sk["reason"].iloc[0]
+    with pytest.raises(LoadError, match=r"odd.jsonl:4 .*'120', -3 are not a whole number"):
+        ctxlab.load(p, strict=True)

@@ -280,7 +280,10 @@ def test_surrogates_huge_counts_and_bad_times_do_not_crash(tmp_path: Path) -> No
     t = ctxlab.load(_write_text(tmp_path, text))
     assert pd.isna(t.calls["input_total"].iloc[0])
     assert "List \ufffd files." in t.frame["content"].tolist()
-    assert t.load_report.skipped.empty
+    # the absurd count is left empty and said so (not silently), the call kept
+    sk = t.load_report.skipped
+    assert sk["record"].tolist() == ["usage"]
+    assert "is not a whole number from 0 to 2**53: left empty" in sk["reason"].iloc[0]
 
 
 def _write_text(tmp_path: Path, text: str) -> Path:

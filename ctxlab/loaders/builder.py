@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 import pandas as pd
 
 from ctxlab.loaders.records import RecordLog, clean, to_json
-from ctxlab.loaders.safe import count
+from ctxlab.loaders.safe import count, refused_counts
 from ctxlab.schema import (CALL_COLUMNS, EVENT_COLUMNS, PART_COLUMNS, KINDS, ROLES, Column,
                            LoadReport, Transcript, coerce)
 
@@ -81,6 +81,8 @@ class SessionBuilder:
         self._role: str | None = None
         self.turn = 0
         self._call_index: dict[str, int] = {}
+        self._refused_counts: list[tuple[int, list[Any]]] = []
+        refused_counts()            # what an earlier load in this thread left
 
     # ---- messages and parts -------------------------------------------------------------
     def message(self, role: str, *, real_user: bool = False) -> int:
@@ -170,7 +172,36 @@ class SessionBuilder:
         c["source"].append(source)
         if call_id is not None:
             self._call_index[call_id] = idx
+        self._refused(idx)
         return idx
+
+    def _refused(self, idx: int) -> None:
+        """Remember the token counts of call ``idx``'s usage that were no counts (a text,
+        a negative or absurd number): the call keeps them empty, and `report_refused`
+        says so in the load report."""
+        bad = refused_counts()
+        if bad:
+            self._refused_counts.append((idx, bad))
+
+    def report_refused(self) -> None:
+        """Put the refused counts in the load report, each at its call's record (the
+        call's source, else its first output part's)."""
+        pending, self._refused_counts = self._refused_counts, []
+        for idx, bad in pending:
+            loc = self._calls["source"][idx] or next(
+                (src for c, src in zip(self._parts["call"], self._parts["source"])
+                 if c == idx and src), "")
+            self._report_refused(bad, loc, "usage", f"call {idx}", "the call is kept")
+
+    def _report_refused(self, bad: list[Any], loc: str, record: str, fallback: str,
+                        kept: str) -> None:
+        head, _, tail = loc.rpartition(":")
+        line = int(tail) if head and tail.isdigit() else None
+        at = f"line {line}" if line is not None else loc.partition("#")[2] or fallback
+        shown = ", ".join(repr(v)[:40] for v in bad[:3]) + (" …" if len(bad) > 3 else "")
+        self.log.skipped(record, f"token count{'s' if len(bad) > 1 else ''} {shown} "
+                         f"{'are' if len(bad) > 1 else 'is'} not a whole number from 0 to "
+                         f"2**53: left empty ({kept})", line=line, where=f"{at} {record}")
 
     def call_by_id(self, call_id: str) -> int | None:
         return self._call_index.get(call_id)
@@ -179,6 +210,7 @@ class SessionBuilder:
         """Overwrite recorded values of a call (e.g. the last line's usage wins)."""
         for k, v in values.items():
             self._calls[k][idx] = count(v) if k in COUNT_COLUMNS else v
+        self._refused(idx)
 
     @property
     def n_calls(self) -> int:
@@ -218,6 +250,10 @@ class SessionBuilder:
         e["origin"].append(origin)
         e["trigger"].append(trigger)
         e["pre_tokens"].append(count(pre_tokens))
+        bad = refused_counts()
+        if bad:
+            self._report_refused(bad, source or "", "pre_tokens", f"event {idx}",
+                                 "the compaction is kept")
         e["pos"].append(self.next_pos if pos is None else pos)
         e["reason"].append(reason)
         e["source"].append(source)
@@ -235,6 +271,8 @@ def assemble(builders: list[SessionBuilder], logs: list[RecordLog] | RecordLog,
     once, so a file with thousands of sessions costs one conversion, not thousands.
     """
     logs = [logs] if isinstance(logs, RecordLog) else logs
+    for b in builders:
+        b.report_refused()
 
     def joined(attr: str, columns: tuple[Column, ...]) -> pd.DataFrame:
         data: dict[str, list[Any]] = {c.name: [] for c in columns}

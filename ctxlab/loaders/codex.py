@@ -310,6 +310,7 @@ class _Rollout:
         total = safe.count(raw)
         # (compared as recorded: a total no count column holds is still the same copy)
         if raw is not None and not isinstance(raw, bool) and raw == self.last_raw_total:
+            safe.refused_counts()       # the first copy's call reported them already
             self.log.ignored(rtype, "second copy of the previous token_count (same "
                              "total_token_usage.total_tokens)", line=line)
             return

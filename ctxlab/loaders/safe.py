@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from typing import Any
 
 from ctxlab.loaders.records import as_int, ts_iso
@@ -21,14 +22,41 @@ MAX_COUNT = 2 ** 53
 def count(value: Any) -> int | None:
     """A token count, or None when absent, not a finite number, negative, or out of range.
 
+    A value given that is not a count is remembered (per thread) until
+    `refused_counts` takes it: the session builder reports it in the load report at the
+    call it belonged to, so no count is left empty silently.
+
     Example:
         >>> count(12), count(1e300), count("7"), count(None), count(-5)
         (12, None, None, None, None)
+        >>> refused_counts()
+        [1e+300, '7', -5]
     """
     if isinstance(value, float) and not math.isfinite(value):
-        return None
-    n = as_int(value)
-    return n if n is not None and 0 <= n < MAX_COUNT else None
+        n = None
+    else:
+        n = as_int(value)
+        n = n if n is not None and 0 <= n < MAX_COUNT else None
+    if n is None and value is not None:
+        _refused().append(value)
+    return n
+
+
+_STATE = threading.local()
+
+
+def _refused() -> list[Any]:
+    if not hasattr(_STATE, "refused"):
+        _STATE.refused = []
+    return _STATE.refused
+
+
+def refused_counts() -> list[Any]:
+    """The values `count` refused in this thread since the last call (then forgotten)."""
+    got = _refused()
+    out = list(got)
+    got.clear()
+    return out
 
 
 def timestamp(value: Any) -> str | None:
