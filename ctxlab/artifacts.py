@@ -93,12 +93,13 @@ _TOKENS = (
     rf"|(?<![\w./\\+-])(?P<ident>{_SEG}(?:\.{_SEG})+|(?!{_NOT_TICKET}-)[A-Z][A-Z0-9]+-\d+"
     r"|_*[A-Za-z][A-Za-z0-9]*(?:_+[A-Za-z0-9]+)+_*|[a-z][a-z0-9]*(?:[A-Z][a-z0-9]*)+"
     r"|[A-Z]+[a-z0-9]+(?:[A-Z][a-z0-9]*)+)(?![\w-]|\.\w)))")
-_ERROR = (r"(?m)^[^\S\n]*(?P<error>(?:[^\n]*?(?:(?=[EFTefp])(?:Error:|Exception\b|\bTraceback\b|"
-          r"\bFAILED\b|\berror\[|\bfatal:|\bpanic:|\bERROR\b)"
+_ERROR = (r"(?m)^[^\S\n]*(?P<error>(?:[^\n]*?(?=[EFTefp:(])(?:Error:|Exception\b|\bTraceback\b|"
+          r"\bFAILED\b|\berror\[|\bfatal:|\bpanic:|\bERROR\b"
           # a compiler's or checker's diagnostic: ``main.c:3:5: error:``, ``x.py:3: error:``,
-          # ``app.ts(3,5): error TS2304``, ``x.c:1:10: fatal error:``
-          r"|(?<=\w):\d+(?::\d+)?:[^\S\n]*(?:fatal[^\S\n]+)?error\b|(?<=\w)\(\d+,\d+\):[^\S\n]*error\b)"
-          r"|error\b)[^\n]*)")
+          # ``app.ts(3,5): error TS2304``, ``x.c:1:10: fatal error:`` (the lookahead above
+          # lets the lazy scan skip every other character cheaply)
+          r"|(?<=\w):\d+(?::\d+)?:[^\S\n]*(?:fatal[^\S\n]+)?error\b"
+          r"|(?<=\w)\(\d+,\d+\):[^\S\n]*error\b)|error\b)[^\n]*)")
 _CODE_LINE = r"(?:except|class|def|raise|import|from|catch|throw|if|elif|return|assert)\b"
 _DOLLAR = r"(?m)^[^\S\n]*(?:[-*][^\S\n]+)?`?\$ (?P<cmd>[^`\n]+)"
 _SHELL = (r"(?s)^(?i:bash|shell|sh|terminal|run_shell_command|shell_command|exec_command|"
