@@ -138,8 +138,10 @@ class Pipeline:
         return window - output_reserve(window, self.max_tokens)
 
     def __str__(self) -> str:
-        every = " + ".join(s.name for s in (*self.always, *self.enforce))
-        return (f"{self.name}: {every + ' on every request; ' if every else ''}"
+        every = [f"{' + '.join(s.name for s in group)} {when}" for group, when in (
+            (self.always, "on every request"), (self.enforce, "enforced after"))
+            if group]
+        return (f"{self.name}: {''.join(e + '; ' for e in every)}"
                 f"{' > '.join(s.name for s in self.stages) or 'no stages'} "
                 f"at {self.threshold:.0%} of {self.limit}")
 

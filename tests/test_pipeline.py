@@ -384,3 +384,14 @@ def test_ai_agent_gives_an_unknown_model_seed_002s_fallback_window():
     assert set(ctxlab.replay(t.session(s), "ai-agent").calls["window_tokens"]) != {131_072}
     with pytest.raises(ConfigError, match="default_window"):
         replace(preset("ai-agent"), default_window=0)
+
+
+def test_a_pipelines_text_names_the_stages_that_run_without_the_trigger():
+    """ai-agent read "no stages" though it cuts every big tool output: the text names the
+    stages run on every request and those enforced after the triggered ones."""
+    assert str(preset("ai-agent")) == ("ai-agent: truncate_tool_output on every request; "
+                                       "no stages at 100% of effective")
+    assert str(preset("copilot-fixed")).startswith(
+        "copilot-fixed: monologue + keep_last + carry_forward on every request; "
+        "carry_forward + trim_history enforced after; summarize at 100% of fixed")
+    assert str(preset("neuron")) == "neuron: clear_tool_results > keep_last at 100% of fixed"
