@@ -547,3 +547,28 @@ def test_a_lost_line_does_not_bring_back_a_branch_a_rewind_left(tmp_path: Path) 
     intact = used(None)
     assert {31, 32} <= intact and not intact & set(range(21, 31))
     assert used(20) == intact - {20}
+
+
+def test_a_usage_count_that_is_no_count_leaves_the_total_unknown_and_is_reported(
+        tmp_path: Path) -> None:
+    """cache_read_input_tokens as a text: the total was summed from the other counts
+    (14,603 billed instead of 36,081) with nothing in the report."""
+    import pandas as pd
+
+    src = realdata_path("claude_code/spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl")
+    lines = src.read_text(encoding="utf-8").split("\n")
+    rec = json.loads(lines[762])
+    assert rec["message"]["usage"]["cache_read_input_tokens"] == 21478
+    rec["message"]["usage"]["cache_read_input_tokens"] = "21478"
+    lines[762] = json.dumps(rec)
+    p = tmp_path / src.name
+    p.write_text("\n".join(lines), encoding="utf-8")
+    t = ctxlab.load(p)
+    good = ctxlab.load(src)
+    mid = rec["message"]["id"]
+    row = t.calls[t.calls["call_id"] == mid].iloc[0]
+    assert pd.isna(row["input_total"]) and pd.isna(row["cache_read"])
+    assert good.calls.loc[good.calls["call_id"] == mid, "input_total"].iloc[0] == 36_081
+    sk = t.load_report.skipped
+    assert sk["record"].tolist() == ["usage"] and sk["line"].tolist() == [763]
+    assert "'21478' is not a whole number" in sk["reason"].iloc[0]

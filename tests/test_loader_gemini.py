@@ -316,3 +316,20 @@ def test_a_single_part_or_a_text_is_a_list_of_one(tmp_path: Path) -> None:
     res = f[f["tool_call_id"].isin(["c1", "c2"]) & (f["role"] == "user")]
     assert res["content"].tolist() == ['{"output": "x = 1"}', "a.py b.py"]
     assert len(t.load_report.skipped) == 0
+
+
+def test_usage_without_a_total_is_still_read(tmp_path: Path) -> None:
+    """Only a total of 0 means unknown: without the key, input/cached/output were all
+    thrown away."""
+    src = realdata_path(JSONL)
+    lines = src.read_text(encoding="utf-8").split("\n")
+    for k in [i for i, line in enumerate(lines) if '"total":29813' in line]:  # every copy
+        rec = json.loads(lines[k])
+        del rec["tokens"]["total"]
+        lines[k] = json.dumps(rec)
+    p = tmp_path / "gemini.jsonl"
+    p.write_text("\n".join(lines), encoding="utf-8")
+    c = ctxlab.load(p).calls
+    assert c["input_total"].tolist() == JSONL_INPUT and c["cache_read"].tolist() == JSONL_CACHED
+    assert gemini._usage({"total": 0, "input": 5}) == {}
+    assert gemini._usage({"input": 0, "output": 0}) == {}

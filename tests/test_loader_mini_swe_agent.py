@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -213,3 +214,17 @@ def test_corrupted_input_is_reported_or_load_error(c: tuple, tmp_path: Path):
     expected = expected_wheres(data)
     assert expected is not None
     assert_accounts(t, [w for w in expected if w.startswith("messages")])
+
+
+def test_a_usage_count_that_is_no_count_is_reported_once(tmp_path: Path) -> None:
+    doc = {"trajectory_format": "mini-swe-agent-1", "info": {}, "messages": [
+        {"role": "system", "content": "sys"}, {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "THOUGHT\n```bash\nls\n```",
+         "extra": {"response": {"usage": {"prompt_tokens": "5614", "completion_tokens": 9}}}},
+        {"role": "user", "content": "<returncode>0</returncode>\nout"}]}
+    p = tmp_path / "m.traj.json"
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    t = ctxlab.load(p)
+    sk = t.load_report.skipped
+    assert len(sk) == 1 and "token count '5614' is not" in sk["reason"].iloc[0]
+    assert pd.isna(t.calls["input_total"].iloc[0]) and t.calls["output_tokens"].iloc[0] == 9

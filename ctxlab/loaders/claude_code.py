@@ -41,7 +41,7 @@ from ctxlab.loaders.claude_code_chain import (CONVERSATION, Item, Record, Record
                                               plan_messages, select_chain, sidechain_groups,
                                               summarizer_call, text_field, type_reason,
                                               usage_fields, user_category)
-from ctxlab.loaders.records import SHAPE_ERRORS, LoadOptions, as_int, to_json, ts_iso
+from ctxlab.loaders.records import SHAPE_ERRORS, LoadOptions, to_json, ts_iso
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
@@ -276,7 +276,7 @@ class _Session:
                                        if k not in ("line", "matched")}
         trigger = cm.get("trigger")
         event = self.b.event(trigger=trigger if isinstance(trigger, str) else None,
-                             pre_tokens=as_int(cm.get("preTokens")),
+                             pre_tokens=cm.get("preTokens"),
                              reason="Claude Code compaction", origin="recorded",
                              source=self.f.loc(line), meta=meta)
         self.b.hide(range(self.visible_from, self.b.n_parts), event)  # earlier ones: hidden

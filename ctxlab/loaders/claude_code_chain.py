@@ -28,7 +28,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from ctxlab.loaders.records import RecordLog, as_int, iter_jsonl
+from ctxlab.loaders import safe
+from ctxlab.loaders.records import RecordLog, iter_jsonl
 
 Record = tuple[int, dict[str, Any]]
 
@@ -355,13 +356,17 @@ class RecordFile:
 
 
 def usage_fields(usage: Any) -> dict[str, int | None]:
-    """Call columns from an Anthropic ``usage`` object (all None when absent)."""
+    """Call columns from an Anthropic ``usage`` object (all None when absent). A count
+    given that is no count is left empty and reported (`ctxlab.loaders.safe.count`), and
+    the total is then unknown: a sum of the other parts would look right and be wrong."""
     u = usage if isinstance(usage, dict) else {}
-    inp, cw, cr = (as_int(u.get(k)) for k in ("input_tokens", "cache_creation_input_tokens",
-                                               "cache_read_input_tokens"))
-    total = None if inp is None else inp + (cw or 0) + (cr or 0)
+    raw = [u.get(k) for k in ("input_tokens", "cache_creation_input_tokens",
+                              "cache_read_input_tokens")]
+    inp, cw, cr = (safe.count(v) for v in raw)
+    refused = any(v is not None and c is None for v, c in zip(raw, (inp, cw, cr)))
+    total = None if inp is None or refused else inp + (cw or 0) + (cr or 0)
     return dict(input_total=total, input_tokens=inp, cache_write=cw, cache_read=cr,
-                output_tokens=as_int(u.get("output_tokens")))
+                output_tokens=safe.count(u.get("output_tokens")))
 
 
 def type_reason(obj: dict[str, Any]) -> str:

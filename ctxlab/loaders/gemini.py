@@ -56,16 +56,20 @@ def sniff(path: Path, head: str) -> bool:
 
 
 def _usage(tokens: Any) -> dict[str, Any]:
-    if not isinstance(tokens, Mapping) or not safe.count(tokens.get("total")):
+    """Call fields from a message's ``tokens``. A ``total`` of 0 means unknown (Gemini CLI
+    writes zeros before the response's usage is known), as do counts that are all 0; a
+    ``total`` that is missing does not make the other counts unknown."""
+    if not isinstance(tokens, Mapping) or tokens.get("total") == 0:
         return {}
-    inp, cached = safe.count(tokens.get("input")), safe.count(tokens.get("cached"))
+    c = {k: safe.count(tokens.get(k)) for k in ("input", "cached", "tool", "output",
+                                                "thoughts")}
+    if not any(c.values()):
+        return {}
     # toolUsePromptTokenCount: prompt tokens of tool use, counted apart from ``input``
-    tool = safe.count(tokens.get("tool")) or 0
-    inp = inp + tool if inp is not None else None
-    return {"input_total": inp, "cache_read": cached,
-            "input_tokens": inp - (cached or 0) if inp is not None else None,
-            "output_tokens": safe.count(tokens.get("output")),
-            "reasoning_tokens": safe.count(tokens.get("thoughts"))}
+    inp = c["input"] + (c["tool"] or 0) if c["input"] is not None else None
+    return {"input_total": inp, "cache_read": c["cached"],
+            "input_tokens": inp - (c["cached"] or 0) if inp is not None else None,
+            "output_tokens": c["output"], "reasoning_tokens": c["thoughts"]}
 
 
 def _small(value: Any, limit: int = 2000) -> Any:

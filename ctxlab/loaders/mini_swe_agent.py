@@ -72,8 +72,9 @@ def parse(m: Any, *, task_seen: bool, after_last_call: bool, tools: ToolIndex,
     """One trajectory message as a `Message`."""
     role = m["role"]
     if role == "assistant":
-        msg = parse_message({key: v for key, v in m.items() if key != "usage"}, tools,
-                            model=model)
+        # usage read here from extra.response (once: parse_message would read it too)
+        msg = parse_message({key: v for key, v in m.items() if key not in ("usage", "extra")},
+                            tools, model=model)
         resp = _response(m)
         usage = openai_usage(resp.get("usage"))
         extra = m.get("extra") if isinstance(m.get("extra"), Mapping) else {}    # never sent
