@@ -256,6 +256,22 @@ def test_configured_instances_are_registered_once_under_a_derived_name():
         unregister(a.name)
 
 
+def test_two_caches_with_one_file_name_are_two_summarizers_or_an_error(tmp_path: Path):
+    """The derived name holds the cache's file name only: a second project's a/r.jsonl and
+    b/r.jsonl got the first one's summarizer, replaying (or recording into) its file."""
+    a = summarizer("openai", cache=tmp_path / "a" / "r.jsonl", cache_mode="replay")
+    try:
+        with pytest.raises(ConfigError, match="already exists with another cache_path"):
+            summarizer("openai", cache=tmp_path / "b" / "r.jsonl", cache_mode="replay")
+        b = summarizer("openai", cache=tmp_path / "b" / "r.jsonl", cache_mode="replay",
+                       name="openai-b")
+        assert b is not a and b.cache_path == tmp_path / "b" / "r.jsonl"
+        assert summarizer("openai", cache=tmp_path / "a" / "r.jsonl", cache_mode="replay") is a
+    finally:
+        unregister(a.name)
+        unregister("openai-b")
+
+
 def test_bad_options_are_config_errors():
     with pytest.raises(ConfigError, match="unknown option.*temprature"):
         summarizer("openai", temprature=0.5)
@@ -328,6 +344,22 @@ def test_error_answers_are_recorded_and_raised_again_on_replay(tmp_path: Path):
         openai_backend(flaky, cache=tmp_path / "t.jsonl").summarize(
             PARTS, budget_tokens=100, estimator=CHARS4)
     assert not (tmp_path / "t.jsonl").exists()
+
+
+@pytest.mark.parametrize("status", [503, 500, 429, 401])
+def test_an_overloaded_server_or_a_bad_key_is_not_recorded(tmp_path: Path, status: int):
+    """A 503 once, then an answer: the next run gets the answer (one overloaded moment
+    made the summary fail for good, and a fixed key changed nothing)."""
+    path = tmp_path / "r.jsonl"
+    answers = iter([httpx.Response(status, json={"error": {"message": "try later"}}),
+                    httpx.Response(200, json=completion("1. Primary Request: fix it"))])
+    srv = Server(lambda r: next(answers))
+    with pytest.raises(SummarizerError) as e:
+        openai_backend(srv, cache=path).summarize(PARTS, budget_tokens=100, estimator=CHARS4)
+    assert e.value.status == status and not path.exists()
+    got = openai_backend(srv, cache=path).summarize(PARTS, budget_tokens=100,
+                                                    estimator=CHARS4)
+    assert "fix it" in got.text and len(srv.requests) == 2
 
 
 def test_every_summarizer_call_is_in_the_replays_events_with_tokens_and_time():

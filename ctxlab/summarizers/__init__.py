@@ -13,6 +13,8 @@ instance of a name, or passes an instance through.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from typing import Any
 
 from ctxlab.errors import ConfigError
@@ -79,7 +81,17 @@ def summarizer(spec: str | Summarizer, **options: Any) -> Summarizer:
         return base
     configured = base.with_options(**options)
     existing = REGISTRY.find(configured.name)
-    return existing if existing is not None else register(configured)
+    if existing is None:
+        return register(configured)
+    for attr in ("cache_path", "http_client"):    # what the derived name leaves out
+        a, b = getattr(existing, attr, None), getattr(configured, attr, None)
+        if attr == "cache_path":
+            a, b = (Path(x).resolve() if x is not None else None for x in (a, b))
+        if a is not b and a != b:
+            raise ConfigError(f"a summarizer named {configured.name!r} already exists with "
+                              f"another {attr} ({a}); this one ({b}) would be that one: give "
+                              f"it a name of its own (name='...')")
+    return existing
 
 
 __all__ = ["DEFAULT_BUDGET_TOKENS", "REGISTRY", "Summarizer", "SummarizerError", "Summary",

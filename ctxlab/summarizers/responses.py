@@ -46,6 +46,23 @@ _FIELDS = ("key", "backend", "model", "text", "input_tokens", "output_tokens", "
 _ERROR_FIELDS = ("key", "backend", "model", "error", "status", "message", "ms")
 RECORDED_ERRORS: tuple[str, ...] = ("http", "overflow")
 """Failure kinds that are recorded: answers about the request, which a replay repeats."""
+TRANSIENT_STATUS = frozenset({401, 403, 408, 409, 429})
+"""HTTP answers about the moment or the credentials, not the request (rate limits,
+overload, a bad key): never recorded, like 5xx answers, timeouts and connection errors."""
+
+
+def is_recorded_error(error: str, status: int | None) -> bool:
+    """Whether a failure is an answer about the request itself, which a replay repeats:
+    an overflow, or an HTTP 4xx other than `TRANSIENT_STATUS`.
+
+    Example:
+        >>> [is_recorded_error("http", s) for s in (400, 413, 429, 503, None)]
+        [True, True, False, False, False]
+    """
+    if error == "overflow":
+        return True
+    return error in RECORDED_ERRORS and status is not None and 400 <= status < 500 \
+        and status not in TRANSIENT_STATUS
 
 
 def request_key(backend: str, model: str, request: dict[str, Any]) -> str:
@@ -107,8 +124,9 @@ class ResponseCache:
 
     def put_error(self, key: str, *, backend: str, model: str, error: str,
                   status: int | None, message: str, ms: float) -> None:
-        """Record an error answer (kinds in `RECORDED_ERRORS`; others are ignored)."""
-        if error in RECORDED_ERRORS:
+        """Record an error answer about the request (`is_recorded_error`; others, such
+        as a rate limit or an overloaded server, are not: a later run tries again)."""
+        if is_recorded_error(error, status):
             self._append({"key": key, "backend": backend, "model": model, "error": error,
                           "status": status, "message": message, "ms": round(float(ms), 1)})
 
