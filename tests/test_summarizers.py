@@ -343,3 +343,22 @@ def test_what_a_structured_summary_keeps_is_found_again_as_the_same_artifacts():
     stated = values([user], True) | values(["Error: config.json missing"], False)
     assert ("error", "Error: config.json missing") in stated and len(stated) >= 4
     assert stated <= values([text], True)            # a summary restates instructions too
+
+
+def test_two_long_commands_with_one_beginning_are_two_commands():
+    """Commands are shown cut at 200 characters; a failure is known by the whole command,
+    so a later, different command with the same 200 first characters does not mark it
+    passed (the failing test was never run again)."""
+    head = "pytest -q " + " ".join(f"tests/unit/test_module_{i:02d}.py" for i in range(8))
+    assert len(head) > 200
+    failing, other = head + " tests/integration/test_payments.py", head + " -x"
+    s = Structured().summarize(_parts([
+        ("user", "text", "Run the tests.", None, None, None),
+        _call("Bash", "c1", command=failing),
+        _result("Bash", "c1", "Exit code 1\nFAILED tests/integration/test_payments.py::"
+                              "test_refund - TimeoutError: gateway"),
+        _call("Bash", "c2", command=other),
+        _result("Bash", "c2", "12 passed in 3.1s"),
+    ]), budget_tokens=2_000, estimator=CHARS).text
+    section4 = s.split("4. ")[1].split("\n5. ")[0]
+    assert "TimeoutError: gateway" in section4 and "passed on a later run" not in section4

@@ -163,9 +163,11 @@ class _Extraction:
     def tool(self, r: _Row) -> None:
         _, kind, text, tool, call_id, path = r
         notes = self.notes
-        cmd = self.commands.get(call_id, "")
+        whole = self.commands.get(call_id, "")
+        cmd = _cut(whole, 200)      # shown; a failure is known by the whole command
         op = operation(tool) if tool else ""
         what = f"$ {cmd}" if cmd else f"{tool} {path}".strip()
+        key = f"$ {whole}" if whole else what
         if kind == "tool_call":
             if cmd:
                 self.techs[_program(cmd)] += 1
@@ -187,12 +189,12 @@ class _Extraction:
             errs = ()
         if errs:
             # each error line on a line of its own, as the output had it
-            self.failing[what] = notes.add(4, f"{what}:" + "".join(f"\n  {e}" for e in errs), 4)
-            self.edits_since[what] = []
-        elif what in self.failing:
-            done = self.edits_since.pop(what, [])
-            self.failing.pop(what).ops.append(f"fixed by editing {', '.join(done[:3])}"
-                                              if done else "passed on a later run")
+            self.failing[key] = notes.add(4, f"{what}:" + "".join(f"\n  {e}" for e in errs), 4)
+            self.edits_since[key] = []
+        elif key in self.failing:
+            done = self.edits_since.pop(key, [])
+            self.failing.pop(key).ops.append(f"fixed by editing {', '.join(done[:3])}"
+                                             if done else "passed on a later run")
         if op != "read" and "/" in text:                # paths a listing or search showed
             for seen in _listed(text):
                 if notes.key(3, seen) not in notes.entries:  # touched files stay

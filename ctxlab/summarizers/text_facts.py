@@ -121,10 +121,12 @@ def error_lines(text: str, limit: int = 3) -> list[str]:
 
 
 def _command(args: dict[str, Any]) -> str:
+    """A shell call's whole command (shown cut at 200 characters, but two commands that
+    share their first 200 are two commands)."""
     cmd = args.get("command", args.get("cmd", ""))
     if isinstance(cmd, list):
         cmd = " ".join(str(c) for c in cmd)
-    return _cut(cmd, 200) if isinstance(cmd, str) else ""
+    return cmd if isinstance(cmd, str) else ""
 
 
 def _program(cmd: str) -> str:
