@@ -362,3 +362,28 @@ def test_two_long_commands_with_one_beginning_are_two_commands():
     ]), budget_tokens=2_000, estimator=CHARS).text
     section4 = s.split("4. ")[1].split("\n5. ")[0]
     assert "TimeoutError: gateway" in section4 and "passed on a later run" not in section4
+
+
+def test_a_failure_an_earlier_summary_left_open_is_fixed_by_a_later_run():
+    """Summarizing again with the earlier summary merged says what one pass over all the
+    parts says: the failure was fixed (it stayed open for good)."""
+    first = _parts([
+        ("user", "text", "Fix the parser.", None, None, None),
+        _call("Bash", "c1", command="pytest -q"),
+        _result("Bash", "c1", "Exit code 1\nFAILED tests/test_parser.py::test_empty - "
+                              "KeyError: 'id'"),
+    ])
+    later = _parts([
+        _call("Edit", "c2", "src/parser.py", old_string="a", new_string="b"),
+        _result("Edit", "c2", "The file src/parser.py has been updated.", "src/parser.py"),
+        _call("Bash", "c3", command="pytest -q"),
+        _result("Bash", "c3", "5 passed in 0.4s"),
+    ])
+    s = Structured()
+    earlier = s.summarize(first, budget_tokens=2_000, estimator=CHARS).text
+    assert "fixed by" not in earlier
+    merged = s.summarize(later, earlier, budget_tokens=2_000, estimator=CHARS).text
+    once = s.summarize(pd.concat([first, later], ignore_index=True), budget_tokens=2_000,
+                       estimator=CHARS).text
+    fixed = "(fixed by editing src/parser.py)"
+    assert fixed in once.split("4. ")[1] and fixed in merged.split("4. ")[1]
