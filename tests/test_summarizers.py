@@ -387,3 +387,12 @@ def test_a_failure_an_earlier_summary_left_open_is_fixed_by_a_later_run():
                        estimator=CHARS).text
     fixed = "(fixed by editing src/parser.py)"
     assert fixed in once.split("4. ")[1] and fixed in merged.split("4. ")[1]
+
+
+def test_a_part_whose_kind_is_na_is_rendered_by_its_role():
+    df = pd.DataFrame({"role": ["user", "assistant"],
+                       "kind": pd.array([pd.NA, "text"], dtype="string"),
+                       "content": ["hello there", "hi"], "tool_name": [None, None],
+                       "tool_call_id": [None, None], "file_path": [None, None]})
+    got = ctxlab.summarizer("truncation").summarize(df, budget_tokens=50, estimator=CHARS)
+    assert got.text == "[user] hello there\n\n[assistant] hi"

@@ -166,6 +166,8 @@ def input_tokens(parts: pd.DataFrame | Table, previous: str | None,
 
 
 def _label(role: Any, kind: Any, tool_name: Any) -> str:
+    if not isinstance(kind, str):       # None, NaN, pd.NA (comparing NA is an error)
+        return str(role)
     if kind == "tool_call":
         return f"{role} → tool call"
     if kind == "tool_result":
