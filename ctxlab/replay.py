@@ -140,6 +140,11 @@ class Replay:
     def resume(self, pipeline: str | Pipeline | None = None, **changes: Any) -> Replay:
         """Continue a rewound replay (what-if): another pipeline or changed fields of this one.
 
+        The calls before the rewind point are kept as they were replayed: their rows
+        (``target_tokens``, ``within_target``...) are the earlier pipeline's, and only the
+        calls from there on follow the new one (a fresh replay with the new settings can
+        differ before the rewind point where the target is concerned).
+
         Example:
             >>> import ctxlab
             >>> r = ctxlab.replay(ctxlab.load("datasets/coding_session_b.jsonl"), "neurolink",
