@@ -166,8 +166,36 @@ def test_strict_names_file_and_line(tmp_path: Path) -> None:
     events: list[Any] = fixture_events()[:15]
     events[5] = {"type": "assistant.message", "data": {"toolRequests": [{"name": "x"}]}}
     p = write(tmp_path, events)
-    with pytest.raises(LoadError, match=rf"{p.name}:6\b.*unexpected shape"):
+    with pytest.raises(LoadError, match=rf"{p.name}:6\b.*a tool request without its name "
+                                        rf"or toolCallId"):
         ctxlab.load(p, strict=True)
+    # without --strict, the message and its call are kept, the bad request alone is not
+    t = ctxlab.load(p)
+    rep = t.load_report.records
+    bad = rep[rep["status"] == "skipped"]
+    assert bad["line"].tolist() == [6] and bad["where"].tolist() == ["line 6 toolRequests[0]"]
+    assert (rep["line"] == 6).sum() == 2          # the message itself is used
+    assert t.calls["source"].astype(str).str.endswith(":6").sum() == 1
+
+
+def test_one_bad_tool_request_of_a_real_message_leaves_the_rest_of_its_call(tmp_path: Path):
+    """Line 9 of the real log requests 4 tools; without the second's toolCallId the whole
+    message (thinking, 4 calls, usage) was skipped."""
+    src = realdata_path("copilot_cli/vibecodingtracker/copilot.jsonl")
+    lines = src.read_text(encoding="utf-8").split("\n")
+    rec = json.loads(lines[8])
+    requests = rec["data"]["toolRequests"]
+    assert len(requests) == 4
+    del requests[1]["toolCallId"]
+    lines[8] = json.dumps(rec)
+    p = tmp_path / "copilot.jsonl"
+    p.write_text("\n".join(lines), encoding="utf-8")
+    t, good = ctxlab.load(p), ctxlab.load(src)
+    assert len(t.calls) == len(good.calls)
+    mine = t.frame[t.frame["source"].astype(str).str.endswith(":9")]
+    assert (mine["kind"] == "tool_call").sum() == 3
+    sk = t.load_report.skipped
+    assert sk["where"].tolist() == ["line 9 toolRequests[1]"]
 
 
 @settings(max_examples=40, deadline=None)

@@ -168,13 +168,24 @@ class _Events:
         if content:
             text = content if isinstance(content, str) else content_text(content)
             specs.append({"kind": "text", "content": text})
-        for tr in d.get("toolRequests") or []:
+        bad: list[str] = []
+        for j, tr in enumerate(d.get("toolRequests") or []):
+            # a request without its name or id is left out alone (the call and its other
+            # requests are kept), and said so below
+            if not isinstance(tr, Mapping) or tr.get("name") is None \
+                    or tr.get("toolCallId") is None:
+                bad.append(f"toolRequests[{j}]")
+                continue
             name, args = str(tr["name"]), tr.get("arguments") or {}
             extra = {k: tr[k] for k in ("intentionSummary", "toolTitle", "mcpServerName")
                      if isinstance(tr.get(k), str)}
             specs.append({"kind": "tool_call", "content": tool_call_text(name, args),
                           "tool_name": name, "tool_call_id": str(tr["toolCallId"]),
                           "file_path": file_path_from_args(args), "meta": extra or None})
+        for where in bad:
+            self.log.skipped("assistant.message", "a tool request without its name or "
+                             "toolCallId: left out (the rest of the message is kept)",
+                             line=line, where=f"line {line} {where}")
         loc = self.log.location(line=line)
         call_id = d.get("requestId") or d.get("messageId")
         self.last_call = self.b.call(call_id=str(call_id) if call_id else None, model=self.model,
