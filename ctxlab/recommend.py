@@ -71,9 +71,10 @@ def _once(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     configuration and session that differ are two pipelines the columns cannot tell
     apart: an error, not a sum."""
     # one log named two ways (a relative and an absolute path) is one log
-    real = df["file"].map(lambda f: os.path.realpath(f) if isinstance(f, str)
-                          and os.path.exists(f) else f)
-    look = df.assign(file=real)
+    files = pd.unique(df["file"])       # each path resolved once
+    real = {f: os.path.realpath(f) if isinstance(f, str) and os.path.exists(f) else f
+            for f in files}
+    look = df.assign(file=df["file"].map(real))
     ident = [*keys, "file", "session"]
     dup = look.duplicated(ident, keep="first")
     if not dup.any():

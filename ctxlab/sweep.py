@@ -84,7 +84,7 @@ def price_for(model: Any, prices: Mapping[str, tuple[float, float]] = PRICES
         >>> price_for("claude-sonnet-4-5-20250929"), price_for("gpt-4.1-mini-2025")
         ((3.0, 15.0), (0.4, 1.6))
     """
-    name = _VENDOR.sub("", model.lower().rsplit("/", 1)[-1]) if isinstance(model, str) else ""
+    name = _family(model) if isinstance(model, str) else ""
     keys = [k for k in prices if k != "default" and name.startswith(k.lower())]
     if keys:
         return prices[max(keys, key=len)]
@@ -96,6 +96,12 @@ def price_for(model: Any, prices: Mapping[str, tuple[float, float]] = PRICES
 _VENDOR = re.compile(r"^(?:(?:us|eu|apac|us-gov|global)\.)?(?:anthropic|meta|mistral|amazon|"
                      r"cohere|ai21|deepseek|openai|google|qwen)\.")
 """A Bedrock model id's vendor (and inference profile's region): ``us.anthropic.``."""
+
+
+def _family(name: str) -> str:
+    """A model name as price keys are matched: lower case, without the provider prefix a
+    log or router adds (``openrouter/openai/``, Bedrock's ``us.anthropic.``)."""
+    return _VENDOR.sub("", name.strip().lower().rsplit("/", 1)[-1])
 
 
 def price_table(prices: Mapping[str, Any] | None) -> dict[str, tuple[float, float]]:
@@ -115,7 +121,7 @@ def price_table(prices: Mapping[str, Any] | None) -> dict[str, tuple[float, floa
             raise ConfigError(f"prices[{key!r}] = {value!r}: give a model family name and "
                               f"(input, output) USD per million tokens, two numbers >= 0")
         name = key.strip().lower()      # matched as model names are: provider prefix off
-        table[_VENDOR.sub("", name.rsplit("/", 1)[-1]) if name != "default" else name] = (
+        table[_family(name) if name != "default" else name] = (
             float(value[0]), float(value[1]))
     return table
 
