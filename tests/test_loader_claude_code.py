@@ -572,3 +572,29 @@ def test_a_usage_count_that_is_no_count_leaves_the_total_unknown_and_is_reported
     sk = t.load_report.skipped
     assert sk["record"].tolist() == ["usage"] and sk["line"].tolist() == [763]
     assert "'21478' is not a whole number" in sk["reason"].iloc[0]
+
+
+@pytest.mark.parametrize("which", [0.3, 0.7])
+def test_a_message_without_its_parent_key_continues_the_conversation(tmp_path: Path,
+                                                                     which: float) -> None:
+    """A user or assistant record written without the ``parentUuid`` key (a root has it,
+    as null) continues from the record written before it (meta ``chain_bridged``): every
+    record before it used to fall off the chain, reported as never sent."""
+    from tests.conftest import DATASETS
+
+    lines = (DATASETS / "coding_session_b.jsonl").read_text(encoding="utf-8").split("\n")
+    recs = [json.loads(x) for x in lines if x.strip()]
+    parents = {r.get("parentUuid") for r in recs}
+    convo = [i for i, r in enumerate(recs) if r.get("type") in ("user", "assistant")
+             and isinstance(r.get("parentUuid"), str) and r.get("uuid") in parents]
+    at = convo[int(which * len(convo))]
+    whole = ctxlab.load(DATASETS / "coding_session_b.jsonl")
+    lines[at] = json.dumps({k: v for k, v in recs[at].items() if k != "parentUuid"})
+    p = tmp_path / "unlinked.jsonl"
+    p.write_text("\n".join(lines), encoding="utf-8")
+    t = ctxlab.load(p)
+    rep = t.load_report.records
+    assert not (rep["reason"] == claude_code.OFF_CHAIN).any()
+    assert len(t.calls) == len(whole.calls)
+    assert t.frame["content"].tolist() == whole.frame["content"].tolist()
+    assert list(t.meta["chain_bridged"]) == [f"unlinked.jsonl:{at + 1}"]

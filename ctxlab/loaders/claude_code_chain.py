@@ -119,7 +119,8 @@ class Chain:
             its parallel tool calls.
         bridged: line -> line the chain continued from, where the record's parent is not
             in the file and a line before it could not be read (the lost parent): the
-            conversation record or compaction boundary just before that line.
+            conversation record or compaction boundary just before that line; or where the
+            record has no ``parentUuid`` key: the one just before the record.
     """
 
     records: list[Record] = field(default_factory=list)
@@ -156,6 +157,8 @@ def select_chain(nodes: list[Record], *, flat: bool = False,
             conversation record or compaction boundary before the latest unread line
             before it (the lost parent's place: `Chain.bridged`). Records between that
             line and the record (another branch, e.g. one a rewind abandoned) stay off.
+            A message without the ``parentUuid`` key (a root has it, as null) continues
+            from the conversation record or boundary written before it, the same way.
 
     Returns:
         The chain and the superseded duplicates (line -> replacing line).
@@ -192,6 +195,13 @@ def select_chain(nodes: list[Record], *, flat: bool = False,
         elif nxt is None and isinstance(parent, str) and unread and unread[0] < line:
             lost = unread[bisect.bisect_left(unread, line) - 1]   # the parent's line
             i = bisect.bisect_left(anchors, lost)
+            if i > 0:
+                nxt = (anchors[i - 1], by_line[anchors[i - 1]])
+                chain.bridged[line] = nxt[0]
+        elif "parentUuid" not in obj and obj.get("type") in CONVERSATION:
+            # no link at all (a root says ``"parentUuid": null``): the record it was
+            # written after, as for a lost parent
+            i = bisect.bisect_left(anchors, line)
             if i > 0:
                 nxt = (anchors[i - 1], by_line[anchors[i - 1]])
                 chain.bridged[line] = nxt[0]
