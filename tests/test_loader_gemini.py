@@ -333,3 +333,35 @@ def test_usage_without_a_total_is_still_read(tmp_path: Path) -> None:
     assert c["input_total"].tolist() == JSONL_INPUT and c["cache_read"].tolist() == JSONL_CACHED
     assert gemini._usage({"total": 0, "input": 5}) == {}
     assert gemini._usage({"input": 0, "output": 0}) == {}
+
+
+@pytest.mark.parametrize("drop", ["first", "second"])
+def test_a_copy_written_without_its_id_is_still_one_message(tmp_path: Path, drop: str) -> None:
+    """Gemini CLI writes a message twice under one id (then with its toolCalls). A copy
+    without the id is known by its type and timestamp: still one call, the later copy's
+    parts, the earlier copy reported as superseded. A message of its own (a timestamp no
+    other has) stays one."""
+    src = realdata_path("gemini_cli/vibecodingtracker/gemini.jsonl")
+    lines = src.read_text(encoding="utf-8").split("\n")
+    whole = ctxlab.load(src)
+    recs = {i: json.loads(x) for i, x in enumerate(lines) if x.strip()}
+    ids = [r.get("id") for r in recs.values()]
+    i, j = [k for k, r in recs.items() if r.get("type") == "gemini"
+            and ids.count(r["id"]) == 2][:2]
+    at = i if drop == "first" else j
+    lines[at] = json.dumps({k: v for k, v in recs[at].items() if k != "id"})
+    p = tmp_path / "gemini.jsonl"
+    p.write_text("\n".join(lines), encoding="utf-8")
+    t = ctxlab.load(p)
+    assert len(t.calls) == len(whole.calls)
+    assert t.frame["content"].tolist() == whole.frame["content"].tolist()
+    rep = t.load_report.records.set_index("line")
+    assert rep.loc[i + 1, "status"] == "ignored" and "superseded" in rep.loc[i + 1, "reason"]
+    single = next(k for k, r in recs.items() if r.get("type") == "gemini"
+                  and ids.count(r["id"]) == 1)
+    lines = src.read_text(encoding="utf-8").split("\n")
+    lines[single] = json.dumps({k: v for k, v in recs[single].items() if k != "id"})
+    p.write_text("\n".join(lines), encoding="utf-8")
+    t = ctxlab.load(p)
+    assert len(t.calls) == len(whole.calls)
+    assert t.frame["content"].tolist() == whole.frame["content"].tolist()

@@ -6,6 +6,8 @@ Two generations, one mapping:
   message lines and ``{"$set": {...}}`` metadata patches. A message id can be written
   more than once (first without, then with its finished ``toolCalls``): the last copy
   wins and takes the place of the first; earlier copies are reported as superseded.
+  A copy written without its id is known by its type and timestamp (a copy keeps both):
+  it is a copy of the last message with the same, else a message of its own.
   Two shapes that other readers of gemini-cli's recordings describe (not in the files
   here, unverified) are handled too:
   ``{"$rewindTo": id}`` (the user rewound: that message and every later one are hidden
@@ -317,15 +319,31 @@ def load(path: Path, options: LoadOptions) -> Transcript:
 
 
 def _keys(entries: list[Entry]) -> list[tuple[int, Any]]:
-    """Identity of each entry: (segment, message id); a rewind or replace starts a segment."""
-    seg, keys = 0, []
+    """Identity of each entry: (segment, message id); a rewind or replace starts a segment.
+    A message written without its id takes the identity of the nearest message of its
+    segment with the same type and timestamp (one with an id first), else its own."""
+    seg, keys, stamps = 0, [], []
     for i, (_, _, rec) in enumerate(entries):
         if isinstance(rec, dict) and ("$rewindTo" in rec or (
                 isinstance(rec.get("$set"), dict) and "messages" in rec["$set"])):
             seg += 1
         is_msg = isinstance(rec, dict) and "type" in rec and isinstance(rec.get("id"), str)
         keys.append((seg, rec["id"]) if is_msg else (seg, i))
-    return keys
+        stamps.append((seg, rec["type"], rec["timestamp"]) if isinstance(rec, dict)
+                      and "type" in rec and isinstance(rec.get("timestamp"), str) else None)
+    out = list(keys)
+    by_stamp: dict[Any, list[int]] = {}
+    for i, stamp in enumerate(stamps):
+        if stamp is not None:
+            by_stamp.setdefault(stamp, []).append(i)
+    for i, (_, _, rec) in enumerate(entries):
+        if stamps[i] is None or isinstance(rec.get("id"), str):
+            continue
+        same = sorted((j for j in by_stamp[stamps[i]] if j != i),
+                      key=lambda j: (not isinstance(keys[j][1], str), abs(j - i)))
+        if same and (isinstance(keys[same[0]][1], str) or same[0] < i):
+            out[i] = out[same[0]] if same[0] < i else keys[same[0]]
+    return out
 
 
 def _walk(chat: _Chat, entries: list[Entry], log: RecordLog) -> None:
@@ -363,7 +381,9 @@ def _walk(chat: _Chat, entries: list[Entry], log: RecordLog) -> None:
                 chat.rewind(rec["$rewindTo"], line)
                 log.used("$rewindTo", line=line, where=where)
             elif "type" in rec:
-                _message(chat, entries, i, first[keys[i]], last[keys[i]], log)
+                ident = keys[i][1]
+                _message(chat, entries, i, first[keys[i]], last[keys[i]], log,
+                         ident if isinstance(ident, str) else f"(no id, entry {ident + 1})")
             else:
                 log.skipped(rtype, "unknown record: not a header, message, $set or $rewindTo",
                             line=line, where=where)
@@ -373,12 +393,13 @@ def _walk(chat: _Chat, entries: list[Entry], log: RecordLog) -> None:
 
 
 def _message(chat: _Chat, entries: list[Entry], i: int, first: int, last: int,
-             log: RecordLog) -> None:
-    """Entry ``i`` is a copy of a message: report it; at the first copy emit the last."""
+             log: RecordLog, identity: str) -> None:
+    """Entry ``i`` is a copy of a message (``identity``: its id, or what stands for a
+    missing one): report it; at the first copy emit the last."""
     line, where, rec = entries[i]
     ln, wh, final = entries[last]
     if i != last:
-        log.ignored(str(rec["type"]), f"superseded by a later copy of message {rec.get('id')} "
+        log.ignored(str(rec["type"]), f"superseded by a later copy of message {identity} "
                     f"at {'line ' + str(ln) if ln is not None else wh}", line=line, where=where)
     if i != first:
         return
@@ -392,6 +413,7 @@ def _message(chat: _Chat, entries: list[Entry], i: int, first: int, last: int,
         log.ignored(ftype, f"UI message (type {ftype}): shown in the terminal, never sent "
                     "to the model", line=ln, where=wh)
     else:
+        plan["id"] = identity       # one entry of the history per message, id or not
         log.used(ftype, line=ln, where=wh, parts=chat.emit(plan, chat.loc(ln, wh)))
         chat.report([plan], ln, wh)
 
