@@ -214,3 +214,25 @@ def test_corruption_is_reported_or_raises(cs: list[Any]) -> None:
         assert sorted(t.load_report.records["where"]) == \
             sorted(expected_wheres(data, jsonl=True))
         t.validate()
+
+
+def test_the_result_of_a_request_left_out_for_its_name_is_skipped_with_it(tmp_path: Path):
+    """A request left out for having no name still has its toolCallId: its result is
+    skipped with it, naming the request's line (it was reported as a result that no
+    message requested)."""
+    src = realdata_path("copilot_cli/vibecodingtracker/copilot.jsonl")
+    lines = src.read_text(encoding="utf-8").split("\n")
+    rec = json.loads(lines[8])
+    cid = rec["data"]["toolRequests"][1]["toolCallId"]
+    del rec["data"]["toolRequests"][1]["name"]
+    lines[8] = json.dumps(rec)
+    at = next(i + 1 for i, x in enumerate(lines) if x.strip()
+              and json.loads(x).get("type") == "tool.execution_complete"
+              and json.loads(x)["data"].get("toolCallId") == cid)
+    p = tmp_path / "copilot.jsonl"
+    p.write_text("\n".join(lines), encoding="utf-8")
+    t = ctxlab.load(p)
+    rep = t.load_report.records.set_index("line")
+    assert rep.loc[at, "status"] == "skipped"
+    assert "(line 9)" in rep.loc[at, "reason"] and "no name" in rep.loc[at, "reason"]
+    assert not (t.frame["tool_call_id"] == cid).any()

@@ -22,7 +22,8 @@ Lines are ``{type, data, id, timestamp, parentId}``. What the model saw:
 * ``tool.execution_complete``: role tool results (``result.content``; the UI's
   ``detailedContent`` is only measured in meta), linked by ``toolCallId``. A result
   whose ``toolCallId`` no assistant.message requested cannot have been sent to the model
-  and is reported as ignored.
+  and is reported as ignored; the result of a request left out (no name) is skipped
+  with it.
 * ``session.shutdown``: per-session usage only: ``modelMetrics`` and the client's
   context breakdown (``currentTokens``, ``systemTokens``, ``conversationTokens``,
   ``toolDefinitionsTokens``) go to ``Transcript.meta["session_usage"]``.
@@ -73,6 +74,7 @@ class _Events:
         self.model: str | None = None
         self.system: tuple[int, str] | None = None  # (part, text) of the current prompt
         self.tools: dict[str, tuple[str, str | None]] = {}
+        self.left_out: dict[str, int] = {}  # toolCallId of a request left out -> its line
         self.last_call: int | None = None
         self.seen_start = False
 
@@ -175,6 +177,8 @@ class _Events:
             if not isinstance(tr, Mapping) or tr.get("name") is None \
                     or tr.get("toolCallId") is None:
                 bad.append(f"toolRequests[{j}]")
+                if isinstance(tr, Mapping) and tr.get("toolCallId") is not None:
+                    self.left_out[str(tr["toolCallId"])] = line   # its result goes too
                 continue
             name, args = str(tr["name"]), tr.get("arguments") or {}
             extra = {k: tr[k] for k in ("intentionSummary", "toolTitle", "mcpServerName")
@@ -221,6 +225,11 @@ class _Events:
 
     def result(self, line: int, d: Mapping[str, Any], ts: str | None, loc: str) -> None:
         cid = str(d["toolCallId"])
+        if cid not in self.tools and cid in self.left_out:
+            self.log.skipped("tool.execution_complete", f"result of toolCallId {cid}, whose "
+                             f"request (line {self.left_out[cid]}) was left out for having "
+                             "no name: left out with it", line=line)
+            return
         if cid not in self.tools:
             self.log.ignored("tool.execution_complete", f"result of toolCallId {cid}, which no "
                              "assistant.message requested: it cannot have been sent to the "
