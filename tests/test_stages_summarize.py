@@ -417,3 +417,30 @@ def test_on_the_coding_session(spec, call):
         assert "/home/dev/projects/quillstack/README.md (read)" in summary
         pd.testing.assert_frame_equal(rewind(res2.transcript, run.event, session=session).frame,
                                       t.frame)
+
+
+@pytest.mark.parametrize("name", ["258c7280-ae70-4798-800f-63464d01a85d",
+                                  "4d5611e5-241a-462a-8d15-5122611a9569",
+                                  "8463c716-a2ea-4c14-9efa-87158ebd9f20"])
+def test_a_tool_loop_after_a_recorded_compaction_is_summarized(name):
+    """After Claude Code's own compaction the conversation is its summary, then tool calls
+    and results with no user message: no boundary keeps a user message first, and the
+    stage did nothing at any of these calls. Seed 000 keeps [summary, ...recent] whatever
+    opens them: summarized, no tool pair split, the previous summary merged."""
+    from tests.conftest import realdata_path
+
+    t = ctxlab.load(realdata_path(f"claude_code/spotter/{name}.jsonl"))
+    session = t.frame["session"].iloc[0]
+    k = int(t.calls["call"].iloc[-1])
+    end = call_end_pos(t, session, k)
+    view = build_view(t, session, end, CHARS, BUDGET, k)
+    res = run_stages(t, view, [Summarize()], end_pos=end, trigger="test")
+    run = res.runs[0]
+    assert run.event is not None, run.reason
+    assert "which no user message opens" in run.reason and "merged" in run.reason
+    assert run.tokens_after < run.tokens_before
+    problems = {p.problem for p in check_grammar(res.view.parts)}
+    assert not problems & {"orphan_result", "unanswered_call"}
+    res.transcript.validate()
+    pd.testing.assert_frame_equal(rewind(res.transcript, run.event, session=session).frame,
+                                  t.frame)

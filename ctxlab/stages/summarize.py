@@ -16,7 +16,10 @@ summarized together (reduce). The user's prompt (L5) is never touched.
 Only conversation messages are summarized: system parts (L1), tool schemas and the
 current prompt (L5) stay. The boundary between summarized and kept messages never
 splits a tool call from its result, and is moved earlier (keeping more) when the kept
-messages would open the conversation with something other than a user message.
+messages would open the conversation with something other than a user message. When no
+such boundary exists (a run of tool calls since the last user message, as after a
+compaction in an agent loop), the summary still replaces the older messages, as seed 000
+does (``[summary, ...recent]``), and the request's grammar check counts what opens it.
 """
 
 from __future__ import annotations
@@ -149,10 +152,14 @@ class Summarize(Stage):
                    if n < self.min_messages else f"{n} conversation messages, all kept "
                    f"(keeping the {keep} most recent)")
             return Edit(stage=self.name, reason=f"nothing to summarize: {why}")
-        b = _boundary(msgs, cand, n - keep, self.role)
+        b, opens = _boundary(msgs, cand, n - keep, self.role), True
+        if b is None:
+            # a tool loop since the last user message: seed 000 keeps [summary, ...recent]
+            # whatever opens them (the request's grammar counts it)
+            b, opens = _boundary(msgs, cand, n - keep, self.role, opener=False), False
         if b is None:
             return Edit(stage=self.name, reason="nothing to summarize: no boundary keeps tool "
-                        "pairs together and the conversation opening with a user message")
+                        "pairs together")
         part_ids = ints(p, "part")
         grouped = msgs.groups.rows_of(cand[:b])
         hide = part_ids[grouped].tolist()                     # message by message
@@ -188,9 +195,12 @@ class Summarize(Stage):
         return Edit(stage=self.name, hide=tuple(hide), insert=(new,),
                     reason=f"summarized the {b} oldest conversation messages "
                            f"({hidden_tokens:,} tokens) into {tokens:,} tokens{merged}; kept "
-                           f"the {n - b} most recent",
+                           f"the {n - b} most recent" + ("" if opens else
+                                                         ", which no user message opens (a "
+                                                         "run of tool calls)"),
                     details={"messages": n, "summarized": b, "kept": n - b,
-                             "merged_previous": bool(previous), "hidden_tokens": hidden_tokens,
+                             "merged_previous": bool(previous), "opens_with_user": opens,
+                             "hidden_tokens": hidden_tokens,
                              "summary_tokens": tokens, "budget_tokens": room},
                     summarizer_calls=(summary.call_record(),))
 
@@ -295,9 +305,11 @@ class _Messages:
                    summary_only=m.all(summary))
 
 
-def _boundary(msgs: _Messages, cand: np.ndarray, start: int, role: str) -> int | None:
+def _boundary(msgs: _Messages, cand: np.ndarray, start: int, role: str,
+              opener: bool = True) -> int | None:
     """The largest number ``b <= start`` of oldest candidate messages that can be hidden
-    without splitting a tool pair or making the conversation open with a non-user message."""
+    without splitting a tool pair or (``opener``) making the conversation open with a
+    non-user message."""
     n, total = len(cand), len(msgs.groups)
     index_of = np.full(total, n, dtype=np.int64)     # parts outside the candidates are
     index_of[cand] = np.arange(n)                    # never hidden
@@ -329,7 +341,7 @@ def _boundary(msgs: _Messages, cand: np.ndarray, start: int, role: str) -> int |
     first = np.minimum(first_fixed, next_open[b])
     opens = np.append(msgs.opener, False)[first]
     ok = (blocked[b] == 0) & (((role == "user") & (summary_at <= first)) | (not role_ok)
-                              | (first == total) | opens)
+                              | (first == total) | opens | (not opener))
     stop = only_summaries[b - 1] | ok
     if not stop.any():
         return None
