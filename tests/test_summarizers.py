@@ -251,10 +251,37 @@ def test_merge_reads_claude_codes_recorded_summary():
     s = Structured().summarize(FIX_SESSION.iloc[:0], previous=recorded, budget_tokens=8000,
                                estimator=CHARS)
     sec = _sections(s.text)
-    assert "/home/dev/projects/quillstack/src/quillstack/worker.py (edited)" in sec[3]
-    assert "/home/dev/projects/quillstack/tests/test_worker.py (read)" in sec[3]
+    firsts = [e.split("\n", 1)[0] for e in sec[3]]
+    assert "/home/dev/projects/quillstack/src/quillstack/worker.py (edited)" in firsts
+    assert "/home/dev/projects/quillstack/tests/test_worker.py (read)" in firsts
     assert any("KeyError: 'statement_id'" in e for e in sec[4])
     assert sec[6][0].startswith('"I\'m working on quillstack')
+
+
+@pytest.mark.parametrize("name", ["258c7280-ae70-4798-800f-63464d01a85d",
+                                  "8463c716-a2ea-4c14-9efa-87158ebd9f20"])
+def test_merge_keeps_what_claude_code_said_under_each_file(name):
+    """Claude Code nests what changed (and code) under each file of "Files and Code
+    Sections": that stays with the file, up to FILE_DETAIL_CHARS each (it was dropped),
+    and merging the result again keeps one entry per file."""
+    from tests.conftest import realdata_path
+    from ctxlab.summarizers.structured import FILE_DETAIL_CHARS
+
+    t = ctxlab.load(realdata_path(f"claude_code/spotter/{name}.jsonl"))
+    recorded = t.frame.loc[t.frame["kind"] == "summary", "content"].iloc[0]
+    nested = [ln.strip()[2:] for ln in recorded.split("3. Files", 1)[1].split("\n4.", 1)[0]
+              .splitlines() if ln.startswith("     - ")]
+    assert len(nested) >= 5
+    s = Structured().summarize(FIX_SESSION.iloc[:0], previous=recorded, budget_tokens=8000,
+                               estimator=CHARS).text
+    files = _sections(s)[3]
+    details = [ln.strip() for e in files for ln in e.split("\n")[1:]]
+    kept = [n for n in nested if " ".join(n.split()) in details]
+    assert len(kept) >= len(nested) // 2, (len(kept), len(nested))
+    assert all(len("\n".join(e.split("\n")[1:])) <= FILE_DETAIL_CHARS + 40 for e in files)
+    again = _sections(Structured().summarize(FIX_SESSION.iloc[:0], previous=s,
+                                             budget_tokens=8000, estimator=CHARS).text)[3]
+    assert [e.split("\n", 1)[0] for e in again] == [e.split("\n", 1)[0] for e in files]
 
 
 def test_merge_of_free_text_keeps_paths_and_errors():

@@ -74,8 +74,13 @@ class _Entry:
             return self.text
         ops = self.ops if len(self.ops) <= 3 else [self.ops[0], "…", *self.ops[-2:]]
         said = f"({(', ' if self.section == 3 else '; ').join(ops)})"
+        if "\n" not in self.text:
+            return f"{self.text} {said}"
+        if self.section == 3:           # a file, then the details an earlier summary gave
+            path, rest = self.text.split("\n", 1)
+            return f"{path} {said}\n{rest}"
         # an entry of several lines: its last line stays as it was (an error line)
-        return f"{self.text}\n  {said}" if "\n" in self.text else f"{self.text} {said}"
+        return f"{self.text}\n  {said}"
 
 
 class _Notes:
@@ -106,9 +111,12 @@ class _Notes:
 
     def extend(self, entry: _Entry, line: str) -> None:
         """Add a line to an entry (a continuation line of an earlier summary's entry); the
-        entry is keyed by its whole text again, as when it was made in one go."""
+        entry is keyed by its whole text again, as when it was made in one go, except a
+        file's (section 3), which stays keyed by its path."""
         old = self.key(entry.section, entry.text)
         entry.text += "\n  " + line
+        if entry.section == 3:
+            return
         if self.entries.get(old) is entry:
             del self.entries[old]
         self.entries.setdefault(self.key(entry.section, entry.text), entry)

@@ -10,7 +10,8 @@ verbatim up to 400 characters; (7) open items (TODO, open question...); (8) the 
 steps; (9) what the assistant said it would do next, or the latest ask.
 
 A previous summary is merged: its entries (this format, or Claude Code's, which uses the
-same headings) come first and the new ones are added. The summary never exceeds
+same headings) come first and the new ones are added; what Claude Code nests under a file
+(what changed, code) stays with that file, up to `FILE_DETAIL_CHARS`. The summary never exceeds
 ``budget_tokens``: whole entries are dropped, least important first (outlines, notes,
 concepts ... files and the next step last), and only then is the text cut.
 """
@@ -53,11 +54,32 @@ from ctxlab.summarizers.text_facts import (
 from ctxlab.tokens.base import Estimator
 
 
+FILE_DETAIL_CHARS = 400
+"""Characters of an earlier summary's details under one file (Claude Code nests what
+changed and code under each file of "Files and Code Sections") kept with the file."""
+
+
 def merge_previous(notes: _Notes, previous: str) -> None:
-    """Add the entries of an earlier summary (this format, Claude Code's, or free text)."""
+    """Add the entries of an earlier summary (this format, Claude Code's, or free text).
+    A file's nested details and code (Claude Code's) stay with the file, up to
+    `FILE_DETAIL_CHARS`."""
     section, fenced, structured = 0, False, False
     last: _Entry | None = None
+    detail: dict[int, int] = {}         # file entry (order) -> detail characters left
     titles = {t.lower() for t in TITLES}
+
+    def detail_of(line: str) -> None:
+        """A nested line or a line of code under the last file: kept with it."""
+        if last is None or last.section != 3 or section != 3:
+            return
+        left = detail.setdefault(last.order, FILE_DETAIL_CHARS)
+        text = " ".join(line.split())
+        if left <= 0 or not text:
+            return
+        cut = text if len(text) < left else text[:max(left - 1, 0)].rstrip() + "…"
+        detail[last.order] = left - len(text) - 1
+        notes.extend(last, cut)
+
     for raw in previous.splitlines():
         if raw.strip().startswith("```"):
             fenced = not fenced
@@ -67,7 +89,10 @@ def merge_previous(notes: _Notes, previous: str) -> None:
             section, structured = int(m.group(1)), True
             continue
         line = re.sub(r"^[-*]\s+", "", raw.strip())
-        if fenced or not line or section == 0 or line == "(none)":
+        if fenced:
+            detail_of(raw)
+            continue
+        if not line or section == 0 or line == "(none)":
             continue
         if raw[:2] == "  " and raw[2:3] not in (" ", "\t") and last is not None \
                 and last.section == section:
@@ -83,6 +108,7 @@ def merge_previous(notes: _Notes, previous: str) -> None:
             continue
         nested = raw.startswith((" " * 4, "\t")) and raw.strip()[:1] in "-*"
         ops: tuple[str, ...] = ()
+        whole = line
         if section in (3, 4, 5) and (suffix := _SUFFIX.match(line)):
             sep = "," if section == 3 else ";"
             line, ops = suffix.group(1), tuple(o.strip() for o in suffix.group(2).split(sep)
@@ -92,6 +118,8 @@ def merge_previous(notes: _Notes, previous: str) -> None:
             if op and notes.of(3):
                 notes.of(3)[-1].ops.extend([op.group(1)] if op.group(1) not in
                                            notes.of(3)[-1].ops else [])
+            else:
+                detail_of(whole)
             continue
         if section == 3 and (p := _PATH.match(line)) and p.end() == len(line):
             ops += tuple(o.strip() for o in (p.group(2) or "").split(",") if o.strip())
