@@ -289,3 +289,27 @@ def test_a_class_the_fit_never_saw_gets_the_references_rate_not_a_flat_prior():
     got, prior = int(est.count([cjk])[0]), 0.25 * len(cjk)
     assert abs(got - ref) < 0.6 * abs(prior - ref)   # the class's sample mixes scripts
     assert int(estimator("chars:4").count([cjk])[0]) < 0.5 * ref
+
+
+def test_an_overhead_fitted_on_one_or_two_calls_shows_no_error():
+    """A segment of one call fits its overhead on that call: its error was 0.0% for every
+    estimator (the three one-call Claude Code files of spotter showed MAPE 0.0). Fewer
+    than MIN_FIT_CALLS calls: NaN, and the session drops out of usage_errors_df; a given
+    overhead still measures."""
+    from ctxlab.tokens.accuracy import MIN_FIT_CALLS, reported_usage_df, usage_errors_df
+    from tests.conftest import realdata_path
+
+    path = realdata_path("claude_code/spotter/258c7280-ae70-4798-800f-63464d01a85d")
+    small = [p for p in sorted(path.glob("**/*.jsonl"))
+             if ctxlab.load(p).calls["input_total"].notna().sum() == 1]
+    assert small and MIN_FIT_CALLS == 3
+    t = ctxlab.load(small[0])
+    u = reported_usage_df(t, "chars:4")
+    assert u["overhead_fitted_on"].tolist() == [1] and u["error_pct"].isna().all()
+    assert usage_errors_df(u).empty
+    given = reported_usage_df(t, "chars:4", overhead=1000)
+    assert given["overhead_fitted_on"].tolist() == [0] and given["error_pct"].notna().all()
+    big = reported_usage_df(ctxlab.load(realdata_path(
+        "claude_code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl")), "chars:4")
+    assert (big["overhead_fitted_on"] >= MIN_FIT_CALLS).all()
+    assert big["error_pct"].notna().sum() == big["input_total"].notna().sum()

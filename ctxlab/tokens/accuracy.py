@@ -11,7 +11,8 @@
   files after compacting, unrecorded, so the overhead changes there) as the median
   of reported − estimated over the segment's calls. Each estimator gets its own
   best constant, so the error left is the estimator's, not a guess at the system
-  prompt. It is shown in its own column, never assumed zero.
+  prompt. It is shown in its own column, never assumed zero. A segment of fewer than
+  three calls has no error to show (the fit would absorb it): NaN.
 """
 
 from __future__ import annotations
@@ -134,6 +135,11 @@ def estimator_errors_df(compared: pd.DataFrame, by: str = "content_class") -> pd
     return out[columns]
 
 
+MIN_FIT_CALLS = 3
+"""Calls with reported usage a fitted overhead needs before the calls' errors mean anything
+(with one call the fit is that call's error; with two, their mean)."""
+
+
 def fit_overhead(est_content: np.ndarray, reported: np.ndarray) -> float:
     """The unrecorded per-request overhead of one session, in tokens.
 
@@ -166,7 +172,11 @@ def reported_usage_df(source: PartsSource, estimator: str | Estimator,
         ``session``, ``call``, ``segment`` (recorded compactions before the call),
         ``model``, ``input_total``, ``est_content_tokens`` (visible parts + the
         estimator's framing), ``overhead_tokens``, ``est_tokens`` (their sum),
-        ``error_tokens``, ``error_pct``, ``messages``, ``parts``, ``estimator``.
+        ``error_tokens``, ``error_pct``, ``messages``, ``parts``,
+        ``overhead_fitted_on`` (the calls with reported usage the segment's overhead was
+        fitted on; 0 when given) and ``estimator``. The error is NaN where the overhead
+        was fitted on fewer than `MIN_FIT_CALLS` calls: fitted on the call itself, the
+        error would be 0 whatever the estimator.
     """
     if isinstance(overhead, str) and overhead != "fit" or isinstance(overhead, bool) or not \
             isinstance(overhead, (str, numbers.Real, Mapping)):
@@ -180,6 +190,7 @@ def reported_usage_df(source: PartsSource, estimator: str | Estimator,
     content = sums["content"].to_numpy() + framing.to_numpy()
     reported = source.calls["input_total"].to_numpy(dtype=np.float64, na_value=np.nan)
     over = np.zeros(len(content))
+    fitted_on = np.zeros(len(content), dtype=np.int64)      # 0: the overhead was given
     segment = call_segments(source)
     keys = segment_keys(sums["session"], segment)
     for key, idx in pd.Series(keys).groupby(keys, sort=False).indices.items():
@@ -189,8 +200,10 @@ def reported_usage_df(source: PartsSource, estimator: str | Estimator,
             over[idx] = float(overhead)
         else:
             over[idx] = fit_overhead(content[idx], reported[idx])
+            fitted_on[idx] = int((~np.isnan(reported[idx])).sum())
     total = content + over
-    err = total - reported
+    # an overhead fitted on one or two calls absorbs their error: it measures nothing
+    err = np.where((fitted_on > 0) & (fitted_on < MIN_FIT_CALLS), np.nan, total - reported)
     return pd.DataFrame({
         "session": sums["session"], "call": sums["call"], "segment": segment,
         "model": source.calls["model"].to_numpy(),
@@ -202,7 +215,7 @@ def reported_usage_df(source: PartsSource, estimator: str | Estimator,
         # a reported input of 0 (some logs write it for a call they did not count): no %
         "error_pct": 100.0 * err / np.where(reported > 0, reported, np.nan),
         "messages": sums["messages"], "parts": sums["parts"],
-        "estimator": est.spec,
+        "overhead_fitted_on": fitted_on, "estimator": est.spec,
     })
 
 
