@@ -252,6 +252,33 @@ def test_compaction_without_replacement_history(tmp_path: Path) -> None:
     assert e["trigger"] == "manual" and pd.isna(e["pre_tokens"])
 
 
+@pytest.mark.parametrize("item", ["compaction", "compaction_summary"])
+def test_a_server_side_compaction_is_a_recorded_event(tmp_path: Path, item: str) -> None:
+    """Remote compaction writes an empty message and a replacement history ending in an
+    encrypted compaction item: the whole record was skipped (unknown item type), so the
+    history was never hidden. Now: the event, the user message it keeps, and a summary
+    part with no readable content; an item it cannot read is left out alone."""
+    enc = "gAAAA" + "x" * 400
+    repl = [_msg("user", "hi"), {"type": item, "encrypted_content": enc},
+            {"type": "mystery_item"}]
+    lines = [_line("session_meta", {"id": "s3", "instructions": "Be brief."}),
+             _line("response_item", _msg("user", "hi")),
+             _line("response_item", _msg("assistant", "hello")),
+             _line("compacted", {"message": "", "replacement_history": repl}),
+             _line("response_item", _msg("user", "again"))]
+    t = ctxlab.load(write(tmp_path, lines))
+    assert len(t.events) == 1
+    f = t.frame
+    assert f["hidden_by"].tolist()[:3] == [pd.NA, 0, 0]
+    inserted = f[f["event"] == 0]
+    assert inserted["kind"].tolist() == ["text", "summary"]
+    assert inserted["content"].tolist() == ["hi", ""]
+    assert json.loads(inserted["meta"].iloc[1])["encrypted_content_chars"] == len(enc)
+    sk = t.load_report.skipped
+    assert sk["where"].tolist() == ["line 4 replacement_history[2]"]
+    assert t.effective()["content"].tolist() == ["Be brief.", "hi", "", "again"]
+
+
 def test_sniff(tmp_path: Path) -> None:
     p = write(tmp_path, fixture_lines())
     assert ctxlab.loaders.detect(p).name == "codex"

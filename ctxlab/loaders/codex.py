@@ -31,7 +31,11 @@ Every line is ``{"timestamp", "type", "payload"}``. What the model saw:
   context size then). It hides the history before it (not the instructions) and
   inserts ``replacement_history`` (when given) and the summary (kind summary). Older
   CLIs rebuilt the history from the initial context and recent user messages; without
-  ``replacement_history`` that part is not reconstructed.
+  ``replacement_history`` that part is not reconstructed. A server-side compaction
+  writes an empty message and a replacement history holding a ``compaction`` item (also
+  ``compaction_summary``): a summary part whose content the log does not have (its
+  ``encrypted_content`` length is in meta). A replacement item it cannot read is left
+  out alone, with a report entry.
 * Other ``event_msg`` lines are UI events (``user_message``/``agent_message``/
   ``agent_reasoning`` duplicate response items) and are reported as ignored.
 """
@@ -64,6 +68,7 @@ ROLES = {"user": "user", "assistant": "assistant", "developer": "system", "syste
 TOOL_CALLS = {"function_call": "arguments", "custom_tool_call": "input",
               "local_shell_call": "action", "web_search_call": "action"}
 TOOL_OUTPUTS = ("function_call_output", "custom_tool_call_output")
+COMPACTION_ITEMS = ("compaction", "compaction_summary")
 _TYPE_RE = re.compile(r'"type"\s*:\s*"(session_meta|response_item|event_msg|turn_context)"')
 _PATCH_FILE = re.compile(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", re.M)
 
@@ -91,6 +96,13 @@ def parse_item(item: Mapping[str, Any]) -> tuple[str, bool, bool, list[dict[str,
     t = item["type"]
     if t == "ghost_snapshot":
         return None
+    if t in COMPACTION_ITEMS:       # a server-side compaction's summary: opaque to us
+        enc = item.get("encrypted_content")
+        return "user", False, False, [{
+            "kind": "summary", "content": item["summary"] if isinstance(item.get("summary"),
+                                                                        str) else "",
+            "meta": {"type": t, "encrypted_content_chars": len(enc) if isinstance(enc, str)
+                     else 0}}]
     if t == "message":
         role = ROLES[item["role"]]
         specs: list[dict[str, Any]] = []
@@ -338,7 +350,17 @@ class _Rollout:
         message = p.get("message")
         message = message if isinstance(message, str) else content_text(message)
         repl = p.get("replacement_history")
-        items = [parse_item(it) for it in repl] if isinstance(repl, list) else []
+        items = []
+        for i, it in enumerate(repl if isinstance(repl, list) else []):
+            try:        # one item it cannot read is left out alone: the compaction stays
+                items.append(parse_item(it))
+            except Unknown as e:
+                self.log.skipped("compacted", f"{e}: left out of the replacement history",
+                                 line=line, where=f"line {line} replacement_history[{i}]")
+            except SHAPE_ERRORS as e:
+                self.log.skipped("compacted", f"unexpected shape: {type(e).__name__}: {e}: "
+                                 "left out of the replacement history", line=line,
+                                 where=f"line {line} replacement_history[{i}]")
         trigger = p.get("trigger") if isinstance(p.get("trigger"), str) else "auto"
         pre = safe.count(self.last_usage.get("total_tokens")) if self.last_usage else None
         extra = {k: v for k, v in p.items() if k not in ("message", "replacement_history")
