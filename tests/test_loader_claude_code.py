@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 
 import ctxlab
-from conftest import realdata_path
+from conftest import DATASETS as DATASETS_DIR, realdata_path
 from corrupt_strategies import assert_accounts, corrupt, corruptions, expected_wheres
 from ctxlab.errors import LoadError
 from ctxlab.loaders import claude_code
@@ -598,3 +598,52 @@ def test_a_message_without_its_parent_key_continues_the_conversation(tmp_path: P
     assert len(t.calls) == len(whole.calls)
     assert t.frame["content"].tolist() == whole.frame["content"].tolist()
     assert list(t.meta["chain_bridged"]) == [f"unlinked.jsonl:{at + 1}"]
+
+
+def test_prompts_queued_while_the_agent_worked_reach_the_model():
+    """spotter 258c7280: the user typed "check again" and "new beads ... tackle them"
+    while tools ran (queue-operation enqueue, then remove). No user record holds them,
+    yet Claude Code's summary lists both among the user's messages: they are user
+    messages of their own, new turns, after the results sent with them. Task
+    notifications queued the same way arrive as user records and are not doubled."""
+    t = ctxlab.load(realdata_path(
+        "claude_code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"))
+    f = t.frame
+    queued = f[f["meta"].astype(str).str.contains('"category": "queued"')]
+    assert queued["content"].tolist() == ["check again",
+                                          "new beads for the epic were added. tackle them"]
+    assert (queued["role"] == "user").all() and (queued["kind"] == "text").all()
+    for _, q in queued.iterrows():
+        before = f[f["msg"] == q["msg"] - 1]
+        assert (before["kind"] == "tool_result").all()            # sent with these results
+        assert q["turn"] == before["turn"].iloc[0] + 1
+    summary = f.loc[f["kind"] == "summary", "content"].iloc[0]
+    assert "check again" in summary and "tackle them" in summary
+    rep = t.load_report.records
+    ops = rep[rep["record"] == "queue-operation"].set_index("line")
+    assert ops.loc[[497, 505, 603, 604], "status"].tolist() == ["used"] * 4
+    assert (ops.loc[[280, 520], "status"] == "ignored").all()     # task notifications
+    notes = f["content"].str.startswith("<task-notification>").sum()
+    assert notes == 2
+
+
+def test_a_queued_prompt_sent_as_a_record_or_never_taken_is_not_added(tmp_path: Path):
+    lines = (DATASETS_DIR / "coding_session_b.jsonl").read_text(encoding="utf-8").split("\n")
+    recs = [json.loads(x) for x in lines if x.strip()]
+    user = next(r for r in recs[5:] if r.get("type") == "user"
+                and isinstance(r["message"]["content"], str))
+    sid = recs[0].get("sessionId")
+    extra = [{"type": "queue-operation", "operation": "enqueue", "sessionId": sid,
+              "timestamp": "2026-01-01T00:00:00Z", "content": user["message"]["content"]},
+             {"type": "queue-operation", "operation": "remove", "sessionId": sid,
+              "timestamp": "2026-01-01T00:00:01Z"},
+             {"type": "queue-operation", "operation": "enqueue", "sessionId": sid,
+              "timestamp": "2026-01-01T00:00:02Z", "content": "never taken"}]
+    p = tmp_path / "q.jsonl"
+    p.write_text("\n".join([json.dumps(r) for r in recs[:3] + extra + recs[3:]]),
+                 encoding="utf-8")
+    t, whole = ctxlab.load(p), ctxlab.load(DATASETS_DIR / "coding_session_b.jsonl")
+    assert t.frame["content"].tolist() == whole.frame["content"].tolist()
+    ops = t.load_report.records
+    ops = ops[ops["record"] == "queue-operation"]
+    assert ops["status"].tolist() == ["ignored"] * 3

@@ -24,8 +24,13 @@ notification (``<task-notification>``); a ``<command-name>`` record counts when 
 prompt command, i.e. unless the next user message on the chain is its local-command output
 (``/mcp``, ``/exit``...). All of these are still model input (kind text, role user; meta
 ``category`` says which). ``isVisibleInTranscriptOnly`` records other than the compact
-summary, ``summary`` (a session title), ``progress``, ``system`` (except compact boundaries),
-``file-history-*`` and ``queue-operation`` records are reported as ignored.
+summary, ``summary`` (a session title), ``progress``, ``system`` (except compact boundaries)
+and ``file-history-*`` records are reported as ignored. A prompt the user typed while the
+agent worked is queued (``queue-operation`` ``enqueue``) and, when taken from the queue
+(``remove``) without a user record of its own, reaches the model with the next request: it
+becomes a user message of its own (a new turn, meta ``category: "queued"``) after the tool
+results written next (spotter 258c7280: Claude Code's summary lists both such prompts
+among the user's messages). Other queue records are reported as ignored.
 """
 
 from __future__ import annotations
@@ -50,10 +55,14 @@ GRAPH_TYPES = frozenset({"user", "assistant", "system", "progress"})
 IGNORED_TYPES = {
     "file-history-snapshot": "file-history snapshot: undo bookkeeping, not sent to the model",
     "file-history-delta": "file-history delta: undo bookkeeping, not sent to the model",
-    "queue-operation": "input queue (UI): a dequeued prompt reaches the model as an "
-                       "unrecorded attachment or a later user record",
+    "queue-operation": "input queue (UI): a prompt queued here reaches the model as a "
+                       "later user record, or was never taken from the queue",
 }
 OFF_CHAIN = "not on the main conversation chain"
+
+
+def _queued_prompt(obj: dict[str, Any]) -> bool:
+    return obj.get("operation") == "enqueue" and isinstance(obj.get("content"), str)
 SIDECHAIN = "sidechain: load with sidechains=True (--sidechains)"
 INJECTED = frozenset({"command", "local_command", "interrupt", "task_notification"})
 
@@ -96,7 +105,10 @@ class _Session:
         self.models: list[str] = []
         self.bridged: dict[str, int] = {}   # "file:line" -> line the chain went on from
 
-    def build(self, nodes: list[Record], *, flat: bool = False) -> None:
+    def build(self, nodes: list[Record], *, flat: bool = False, queued: bool = False) -> None:
+        """Build the session; ``queued``: prompts the user queued while the agent worked
+        (the file's ``queue-operation`` records) go in where they were taken from the
+        queue (the main conversation's only)."""
         chain, superseded = select_chain(nodes, flat=flat, unread=self.f.unread)
         self.bridged = {f"{self.f.path.name}:{line}": prev for line, prev in chain.bridged.items()}
         for line, obj in nodes:
@@ -121,7 +133,11 @@ class _Session:
                     cats[line] = user_category(obj)
                 except SHAPE_ERRORS as e:
                     self.f.skip(line, "user", f"unexpected shape: {e!r}")
+        delivered = delivered_prompts(self.f.records) if queued and not flat else []
         for i, item in enumerate(items):
+            first = item.records[0][0]
+            if item.kind == "assistant":    # taken from the queue for this request
+                delivered = self._queued(delivered, first)
             if item.kind == "assistant":
                 self._assistant(item)
             elif item.kind == "results":
@@ -130,6 +146,31 @@ class _Session:
                 self._boundary(*item.records[0], fallback=chain.fallbacks.get(item.records[0][0]))
             elif item.records[0][0] in cats:
                 self._user(item, cats, items[i + 1:])
+            if item.kind in ("results", "user"):    # sent with these results
+                delivered = self._queued(delivered, first)
+        self._queued(delivered, None)
+        for line, obj in self.f.records:
+            if obj.get("type") == "queue-operation" and obj.get("operation") == "remove" \
+                    and line not in self.f.decided:
+                self.f.ignore(line, "queue-operation", "input queue (UI): no queued prompt "
+                              "left to take")
+
+    def _queued(self, delivered: list[tuple[int, int, dict[str, Any]]],
+                before: int | None) -> list[tuple[int, int, dict[str, Any]]]:
+        """Add, as user messages of their own, the queued prompts taken from the queue
+        before line ``before`` (None: all); returns those left."""
+        n = 0
+        for taken, line, obj in delivered:
+            if before is not None and taken > before:
+                break
+            n += 1
+            self.b.message("user", real_user=True)
+            self.b.part("text", str(obj["content"]), role="user",
+                        ts=ts_iso(obj.get("timestamp")), source=self.f.loc(line),
+                        meta={"category": "queued", "taken_at_line": taken})
+            self.f.used(line, "queue-operation", parts=1)
+            self.f.used(taken, "queue-operation")
+        return delivered[n:]
 
     # ---- records -> parts ------------------------------------------------------------
     def _specs(self, line: int, obj: dict[str, Any], role: str) -> list[dict[str, Any]]:
@@ -298,6 +339,34 @@ class _Session:
         return best
 
 
+def delivered_prompts(records: list[Record]) -> list[tuple[int, int, dict[str, Any]]]:
+    """The prompts the user queued while the agent worked that reached the model without
+    a user record of their own: ``(line taken from the queue, enqueue line, record)``, in
+    order. A ``remove`` takes the oldest queued prompt; a prompt some user record holds
+    (a task notification, a prompt sent as a record) arrives as that record instead."""
+    said: set[str] = set()
+    for _, obj in records:
+        msg = obj.get("message") if obj.get("type") == "user" else None
+        content = msg.get("content") if isinstance(msg, dict) else None
+        blocks = [content] if isinstance(content, str) else content if isinstance(
+            content, list) else []
+        said.update((b if isinstance(b, str) else str(b.get("text"))).strip() for b in blocks
+                    if isinstance(b, str) or isinstance(b, dict) and b.get("type") == "text")
+    pending: list[Record] = []
+    out: list[tuple[int, int, dict[str, Any]]] = []
+    for line, obj in records:
+        if obj.get("type") != "queue-operation":
+            continue
+        op, text = obj.get("operation"), obj.get("content")
+        if op == "enqueue" and isinstance(text, str) and text.strip() \
+                and text.strip() not in said:
+            pending.append((line, obj))
+        elif op == "remove" and pending:
+            line0, obj0 = pending.pop(0)
+            out.append((line, line0, obj0))
+    return out
+
+
 def _split(f: RecordFile, subagent: bool, titles: list[str]) -> tuple[list[Record], list[Record]]:
     """Report the records that are not part of the graph; return (main, sidechain) nodes."""
     main: list[Record] = []
@@ -305,7 +374,10 @@ def _split(f: RecordFile, subagent: bool, titles: list[str]) -> tuple[list[Recor
     for line, obj in f.records:
         kind = obj["type"]
         if kind in IGNORED_TYPES:
-            f.ignore(line, kind, IGNORED_TYPES[kind])
+            if kind != "queue-operation" or obj.get("operation") != "remove":
+                # (a delivered prompt is used when its session is built; the rest ignored)
+                if kind != "queue-operation" or subagent or not _queued_prompt(obj):
+                    f.ignore(line, kind, IGNORED_TYPES[kind])
             if isinstance(obj.get("uuid"), str):  # still a link of the parentUuid chain
                 (side if obj.get("isSidechain") is True and not subagent else main).append(
                     (line, obj))
@@ -356,7 +428,11 @@ def load(path: Path, options: LoadOptions) -> Transcript:
     found = {p: summarizer_call(f) for p, f in subs if p.stem.startswith("agent-acompact")}
     summarizers = [s for s in found.values() if s is not None]
     sessions = [_Session(SessionBuilder(sid, main.log), main, summarizers)]
-    sessions[0].build(nodes, flat=subagent and path.stem.startswith("agent-acompact"))
+    sessions[0].build(nodes, flat=subagent and path.stem.startswith("agent-acompact"),
+                      queued=not subagent)
+    for line, obj in main.records:      # queued prompts no session took
+        if obj.get("type") == "queue-operation" and line not in main.decided:
+            main.ignore(line, "queue-operation", IGNORED_TYPES["queue-operation"])
     if options.sidechains:
         for key, group in sidechain_groups(side).items():
             sessions.append(_Session(SessionBuilder(f"{sid}/{key}", main.log), main, []))
