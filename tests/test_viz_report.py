@@ -291,3 +291,32 @@ def test_the_summary_names_the_models_of_the_calls_in_every_format(tmp_path):
     page = report_html(ctxlab.replay(t, "neuron"), transcript=t)
     row = page[page.index(">models<"):][:200]
     assert "gpt-4o-mini-2024-07-18, claude-3-5-haiku" in row
+
+
+def test_a_session_that_overflowed_without_saving_anything_is_drawn():
+    """Ranked by tokens saved then calls, a session whose requests went over the window
+    (or triggered) without a compaction saving anything was never drawn: the aider
+    report's two overflows were in no figure."""
+    t = ctxlab.load(DATASETS / "openai_sessions.jsonl")
+    r = ctxlab.replay(t, "observation-masking")
+    quiet = replace(r, events=r.events.iloc[:0])
+    last = t.sessions[-1]
+    c = quiet.calls.copy()
+    c["over_window"] = c["session"] == last
+    assert plotted_sessions(replace(quiet, calls=c), limit=1) == [last]
+    c["over_window"], c["triggered"] = False, c["session"] == last
+    assert plotted_sessions(replace(quiet, calls=c), limit=1) == [last]
+
+
+def test_a_replay_of_calls_without_input_gives_a_page_that_says_so(tmp_path):
+    """An aider session interrupted before its prompt was logged: one call with usage
+    and no part. The CLI refused it; report_html crashed in the fidelity section."""
+    log = tmp_path / "bare.aider.chat.history.md"
+    log.write_text("\n# aider chat started at 2024-05-01 10:00:00\n\n"
+                   "> Tokens: 9,921 sent, 120 received. Cost: $0.03 message, $0.03 session.\n",
+                   encoding="utf-8")
+    t = ctxlab.load(log, format="aider")
+    if len(t.calls) != 1 or len(t.frame):
+        pytest.skip(f"this aider text gives {len(t.calls)} calls, {len(t.frame)} parts")
+    page = report_html(ctxlab.replay(t, "neurolink"), transcript=t)
+    assert "No call was replayed" in page

@@ -14,9 +14,11 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.tokens.content import CLASSES
+from ctxlab.errors import ConfigError
 from ctxlab.viz.plots_context import STAGE_STATUS, context_parts_df, plot_context
 from ctxlab.viz.plots_replay import plot_layers, plot_retention, plot_stages
-from ctxlab.viz.style import PALETTE, figure_png, figure_svg, new_figure as _figure
+from ctxlab.viz.style import (PALETTE, figure_png, figure_svg, literal_text, session_label,
+                              new_figure as _figure)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -28,6 +30,7 @@ __all__ = ["PALETTE", "STAGE_STATUS", "context_parts_df", "figure_png", "figure_
 CLIP_PCT = 200.0
 
 
+@literal_text
 def plot_estimators(compared: pd.DataFrame, *, by: str = "content_class",
                     ax: Axes | None = None) -> Figure:
     """Per-part error distributions of several estimators, side by side per group.
@@ -83,6 +86,7 @@ def plot_estimators(compared: pd.DataFrame, *, by: str = "content_class",
     return fig
 
 
+@literal_text
 def plot_reported_usage(usage: pd.DataFrame, *, session: str | None = None,
                         ax: Axes | None = None) -> Figure:
     """Reported ``input_total`` per call against each estimator's estimate.
@@ -92,21 +96,28 @@ def plot_reported_usage(usage: pd.DataFrame, *, session: str | None = None,
         session: which session to draw (default: the one with the most calls).
         ax: draw into this axes instead of a new figure.
     """
-    fig, ax = _figure(ax, (10, 3.8))
-    if session is None:
-        session = str(usage.groupby("session")["call"].size().idxmax())
+    reported = usage[usage["input_total"].notna()]
+    if reported.empty:
+        raise ConfigError("the calls report no input usage (input_total): there is nothing "
+                          "to compare the estimates with")
+    if session is None:     # the session with the most calls that report usage
+        session = str(reported.groupby("session")["call"].size().idxmax())
     u = usage[usage["session"] == session]
+    if not u["input_total"].notna().any():
+        raise ConfigError(f"session {session!r} reports no input usage (input_total)")
+    fig, ax = _figure(ax, (10, 3.8))
     first = u[u["estimator"] == u["estimator"].iloc[0]]
     ax.plot(first["call"], first["input_total"] / 1000, color="black", linewidth=2.2,
             label="reported input_total")
     for i, (est, g) in enumerate(u.groupby("estimator", sort=False)):
         mape = g["error_pct"].abs().mean()
+        said = f"MAPE {mape:.1f}%" if pd.notna(mape) else "no error: overhead fitted on <3 calls"
         ax.plot(g["call"], g["est_tokens"] / 1000, color=PALETTE[i % len(PALETTE)],
-                linewidth=1.2, label=f"{est} (MAPE {mape:.1f}%)")
+                linewidth=1.2, label=f"{est} ({said})")
     ax.set_xlabel("LLM call")
     ax.set_ylabel("input tokens (thousands)")
-    ax.set_title(f"Estimated vs reported input per call — session {session[:8]}, overhead "
-                 "fitted per estimator", fontsize=10)
+    ax.set_title(f"Estimated vs reported input per call — session {session_label(session)}, "
+                 "overhead fitted per estimator", fontsize=10)
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
     return fig

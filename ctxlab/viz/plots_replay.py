@@ -15,7 +15,8 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.layers import LAYER_CODES, LAYERS
-from ctxlab.viz.style import (FRAMING_COLOUR, LAYER_COLOURS, NEUTRAL, new_figure,
+from ctxlab.viz.style import (FRAMING_COLOUR, LAYER_COLOURS, NEUTRAL, literal_text,
+                              new_figure, session_label,
                               stage_colours, thousands)
 
 if TYPE_CHECKING:
@@ -26,13 +27,17 @@ if TYPE_CHECKING:
 
 
 def replay_session(replay: Replay, session: str | None) -> tuple[str, pd.DataFrame]:
-    """The session (default: the first) and its replayed calls, in call order."""
-    sessions = list(replay.base.sessions)
-    s = session if session is not None else (sessions[0] if sessions else "")
-    calls = replay.calls[replay.calls["session"] == s]
+    """The session (default: the first with replayed calls) and its replayed calls, in
+    call order."""
+    with_calls = pd.unique(replay.calls["session"]).tolist() if len(replay.calls) else []
+    s = session if session is not None else next(
+        (x for x in replay.base.sessions if x in set(with_calls)), "")
+    calls = replay.calls[replay.calls["session"] == s] if len(replay.calls) else replay.calls
     if calls.empty:
+        some = ", ".join(repr(x) for x in with_calls[:5])
+        more = f" and {len(with_calls) - 5:,} more" if len(with_calls) > 5 else ""
         raise ConfigError(f"session {s!r} has no replayed calls; sessions with calls: "
-                          f"{sorted(pd.unique(replay.calls['session']).tolist())}")
+                          f"{some or 'none'}{more}")
     return s, calls.sort_values("call", kind="stable")
 
 
@@ -60,6 +65,7 @@ def _logged(replay: Replay, session: str, calls: pd.DataFrame,
     return (end < until) & ((call <= first) if side == "before" else (call < first))
 
 
+@literal_text
 def plot_layers(replay: Replay, *, session: str | None = None,
                 side: Literal["after", "before"] = "after", ax: Axes | None = None) -> Figure:
     """Tokens per layer of every call's request, stacked, with the limits and compactions.
@@ -92,7 +98,12 @@ def plot_layers(replay: Replay, *, session: str | None = None,
         raise ConfigError(f"side must be 'after' or 'before', not {side!r}")
     fig, ax = new_figure(ax, (10, 4.2))
     s, c = replay_session(replay, session)
-    x = c["call"].to_numpy(dtype=np.int64)
+    calls = c["call"].to_numpy(dtype=np.int64)
+    if len(c) == 1:     # one call: its stack and lines as a bar's width, not a point
+        c = pd.concat([c, c], ignore_index=True)
+        x = calls[0] + np.array([-0.4, 0.4])
+    else:
+        x = calls
     layers = c[[f"{k}_{side}" for k in LAYERS]].to_numpy(dtype=float)
     total = c[f"tokens_{side}"].to_numpy(dtype=float)
     bands = [*layers.T, total - layers.sum(axis=1)]
@@ -128,22 +139,29 @@ def plot_layers(replay: Replay, *, session: str | None = None,
                 label="reported input_total (logged request)", gid="reported")
     before = c["tokens_before"].to_numpy(dtype=float) / 1000
     after = c["tokens_after"].to_numpy(dtype=float) / 1000
+    if len(calls) == 1:       # the marks at the call itself
+        x, done, before, after = calls, done[:1], before[:1], after[:1]
     ax.vlines(x[done], after[done], before[done], colors="black", linewidth=1,
               gid="compaction-drops")
     ax.plot(x[done], before[done], "v", color="black", markersize=6, linestyle="none",
-            label=f"compaction ({int(done.sum())}): before → after", gid="compactions")
-    idle = c["triggered"].to_numpy(dtype=bool) & ~done
+            label=f"compacted call ({int(done.sum())}): before → after", gid="compactions")
+    idle = c["triggered"].to_numpy(dtype=bool)[:len(x)] & ~done
     if idle.any():
         ax.plot(x[idle], before[idle], "x", color=NEUTRAL[1], markersize=5, linestyle="none",
                 label=f"triggered, nothing hidden ({int(idle.sum())})", gid="triggered-idle")
     ax.set_xlabel("LLM call")
     ax.set_ylabel("tokens (thousands)")
     ax.set_ylim(bottom=0)
-    ax.set_xlim(x.min() - 0.5, x.max() + 1)
+    ax.set_xlim(calls.min() - 0.5, calls.max() + 1)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     what = "sent" if side == "after" else "before compaction"
-    where = f" — session {s[:8]}" if len(replay.base.sessions) > 1 else ""
+    where = f" — session {session_label(s)}" if len(replay.base.sessions) > 1 else ""
+    n_done = int(done.sum())
     ax.set_title(f"{p.name}: tokens per layer {what} at each call{where} — "
-                 f"{int(done.sum())} compactions, peak {int(total.max()):,} tokens",
+                 f"{n_done} call{'s' * (n_done != 1)} compacted, peak {int(total.max()):,} "
+                 "tokens",
                  fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     ax.grid(alpha=0.3)
@@ -167,6 +185,7 @@ def _steps(ev: pd.DataFrame, order: list[str], per_call: bool) -> pd.DataFrame:
     return g.sort_values("stage", key=lambda s: s.map(rank), kind="stable")
 
 
+@literal_text
 def plot_stages(replay: Replay, *, call: int | None = None, session: str | None = None,
                 ax: Axes | None = None) -> Figure:
     """Waterfall of the tokens each stage saved: one call's compaction, or the whole replay.
@@ -247,6 +266,7 @@ def plot_stages(replay: Replay, *, call: int | None = None, session: str | None 
     return fig
 
 
+@literal_text
 def plot_retention(replay: Replay, *, session: str | None = None,
                    ax: Axes | None = None) -> Figure:
     """What survived compaction: needed-fact recall per call, retention per event.

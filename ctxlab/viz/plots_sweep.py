@@ -19,7 +19,8 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.recommend import CONSTRAINTS, aggregate, config_columns, meets, pareto_front, ranked
-from ctxlab.viz.style import FRAMING_COLOUR, NEUTRAL, new_figure, stage_colours, thousands
+from ctxlab.viz.style import (FRAMING_COLOUR, NEUTRAL, literal_text, new_figure, stage_colours,
+                              thousands)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -180,6 +181,7 @@ def _presets(agg: pd.DataFrame, presets: Sequence[str]) -> list[str]:
     return list(presets)
 
 
+@literal_text
 def plot_sweep(results: pd.DataFrame, x: str = "cost", y: str = "recall",
                kind: Literal["pareto", "heatmap"] = "pareto", *,
                constraints: Mapping[str, float] | None = None,

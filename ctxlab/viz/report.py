@@ -239,14 +239,19 @@ def _summary(replay: Replay, cells: _Cells) -> str:
 
 def plotted_sessions(replay: Replay, limit: int | None = None) -> list[str]:
     """The sessions the page draws: the ``limit`` (default `MAX_PLOT_SESSIONS`) where
-    compaction saved the most tokens, then those with the most replayed calls; in log
-    order."""
+    compaction saved the most tokens, then those with the most requests over the window,
+    then the most triggered, then the most replayed calls; in log order."""
     limit = MAX_PLOT_SESSIONS if limit is None else limit
-    counts = replay.calls["session"].value_counts(sort=False) if len(replay.calls) else {}
+    c = replay.calls
+    counts = c["session"].value_counts(sort=False) if len(c) else {}
     ev = replay.events
     saved = ev.groupby("session")["tokens_saved"].sum() \
         if len(ev) and "tokens_saved" in ev else {}
+    over = c.groupby("session")["over_window"].sum() if len(c) and "over_window" in c else {}
+    fired = c.groupby("session")["triggered"].sum() if len(c) and "triggered" in c else {}
     ranked = sorted(replay.base.sessions, key=lambda s: (-float(saved.get(s, 0) or 0),
+                                                         -int(over.get(s, 0)),
+                                                         -int(fired.get(s, 0)),
                                                          -int(counts.get(s, 0))))
     chosen = {s for s in ranked[:limit] if counts.get(s, 0)}
     return [s for s in replay.base.sessions if s in chosen]
@@ -386,6 +391,11 @@ def _fidelity(replay: Replay, t: Transcript, given: bool, cells: _Cells) -> str:
     if not t.calls["input_total"].notna().any():
         note = ("This log reports no per-call usage (input_total): there is nothing to "
                 "compare the replay's estimated requests with.")
+        return ('<section id="fidelity"><h2>Fidelity</h2>'
+                f'<p class="note">{cells.text(note)}</p></section>')
+    if not len(replay.calls) or "tokens_after" not in replay.calls:
+        note = ("No call was replayed (the log's calls record no input): there is nothing "
+                "to compare with the input the provider reported.")
         return ('<section id="fidelity"><h2>Fidelity</h2>'
                 f'<p class="note">{cells.text(note)}</p></section>')
     fid = fidelity_df(t, replay)

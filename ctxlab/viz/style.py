@@ -8,9 +8,10 @@ notebooks can be compared byte for byte. matplotlib is imported inside the funct
 
 from __future__ import annotations
 
+import functools
 import io
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
@@ -28,6 +29,39 @@ NEUTRAL = ("#999999", "#555555")
 SVG_SALT = "ctxlab"
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def literal_text(fn: F) -> F:
+    """Draw every text the function makes as written: a ``$`` in a session id, a model or
+    a preset name is not TeX (two of them made matplotlib parse the text between, and a
+    backslash there failed the whole figure). Texts made outside are left alone."""
+    @functools.wraps(fn)
+    def drawn(*args: Any, **kwargs: Any) -> Any:
+        import matplotlib
+
+        with matplotlib.rc_context({"text.parse_math": False}):
+            return fn(*args, **kwargs)
+    return drawn  # type: ignore[return-value]
+
+
+def session_label(session: str) -> str:
+    """A session id short enough for a title and still telling sessions apart: whole up
+    to 20 characters; a sub-agent's (``<id>/<agent>``) as the id's first 8 characters and
+    the agent; else the first 8 characters.
+
+    Example:
+        >>> session_label("chat-history:15"), session_label("fe5e1c67-53e7-4862-9d0b")
+        ('chat-history:15', 'fe5e1c67')
+        >>> session_label("fe5e1c67-53e7-4862-9d0b/agent-a1b2c3d4")
+        'fe5e1c67/agent-a1b2c3d4'
+    """
+    if len(session) <= 20:
+        return session
+    head, _, rest = session.partition("/")
+    return f"{head[:8]}/{rest.rsplit('/', 1)[-1][:24]}" if rest else session[:8]
+
+
 def new_figure(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:
     """``ax``'s figure and ``ax``, or a new constrained-layout figure with one axes."""
     if ax is not None:
@@ -40,12 +74,25 @@ def new_figure(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes
     return fig, fig.add_subplot()
 
 
+MORE_COLOURS = ("#882255", "#44AA99", "#999933", "#332288", "#AA4499", "#117733", "#DDCC77",
+                "#661100")
+"""After the palette's seven colours (black kept for lines): Paul Tol's muted colours."""
+
+
 def stage_colours(names: Iterable[str]) -> dict[str, str]:
-    """A colour per stage name, in the order given (the palette without black repeats)."""
+    """A colour per stage (or preset) name, in the order given: the palette without black,
+    then `MORE_COLOURS` (15 distinct colours, then they repeat).
+
+    Example:
+        >>> cs = stage_colours(f"p{i}" for i in range(8))
+        >>> len(set(cs.values())), cs["p7"]
+        (8, '#882255')
+    """
+    colours = (*PALETTE[:-1], *MORE_COLOURS)
     out: dict[str, str] = {}
     for name in names:
         if name not in out:
-            out[name] = PALETTE[len(out) % (len(PALETTE) - 1)]
+            out[name] = colours[len(out) % len(colours)]
     return out
 
 

@@ -32,6 +32,7 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.viz.parts_table import Side, parts_html, request_table_df
+from ctxlab.viz.style import session_label
 from ctxlab.viz.widgets_base import WidgetView, error_html, mapping_html
 from ctxlab.viz.widgets_estimators import EstimatorLab
 
@@ -262,7 +263,8 @@ class ReplayExplorer(WidgetView):
                 f"of the {html.escape(p.limit)} limit — {len(c):,} calls "
                 f"replayed, {n} compacted, {len(r.events)} events")
         if self._rewound_at:
-            at = ", ".join(f"call {k}" + (f" ({s[:8]})" if len(self._sessions) > 1 else "")
+            at = ", ".join(f"call {k}" + (f" ({session_label(s)})"
+                                          if len(self._sessions) > 1 else "")
                            for s, k in self._rewound_at.items())
             text += f"; rewound at {html.escape(at)}"
         return text + (f"<br>{error_html(self._error)}" if self._error else "")
