@@ -7,8 +7,9 @@ result some clients, e.g. Gemini CLI, store as JSON) is read as its values, one 
 
 * ``path``: absolute (``/a/b``, ``~/a``, ``./a``: two segments or an extension),
   relative with a slash and an extension (``src/app/config.py``), or a file name with
-  a common extension (``README.md``); no trailing punctuation. [``src/x.py`` and
-  ``/repo/src/x.py`` differ; URLs yield no path; a space ends a path.]
+  a common extension (``README.md``, ``mix.exs``, ``go.mod``); no trailing punctuation.
+  [``src/x.py`` and ``/repo/src/x.py`` differ here; `ctxlab.metrics` takes them for one
+  file within a session. URLs yield no path; a space ends a path.]
 * ``command``: the ``command``/``cmd`` argument of a shell tool call (``Bash``,
   ``shell``, ``run_shell_command``...; a list is joined, ``bash -lc`` dropped) and
   lines starting with ``$ `` (after a bullet or backtick). [Fenced blocks are unseen.]
@@ -16,7 +17,8 @@ result some clients, e.g. Gemini CLI, store as JSON) is read as its values, one 
   ``error[``, ``fatal:``, ``panic:``, ``ERROR``, a compiler's or type checker's
   diagnostic (``main.c:3:5: error:``, ``x.py:3: error:``, ``app.ts(3,5): error TS2304``)
   or starting with ``error``; code
-  lines (``except``, ``class``, ``raise``...) are not; pytest's ``E`` prefix and
+  lines (``except``, ``class``, ``raise``, ``with``..., also as a diff's ``+``/``-``
+  line) are not; pytest's ``E`` prefix and
   ``[ 40%]`` suffix and a file read's line-number gutter (``126→``) are dropped. [A summary
   that merges or rewords lines loses them.]
 * ``identifier``: snake_case (``parse_invoices``, ``CTX_TOKEN_924E``), camelCase,
@@ -28,10 +30,13 @@ result some clients, e.g. Gemini CLI, store as JSON) is read as its values, one 
 * ``number``: three or more integer digits (``8387``, ``429``; ``178,587`` →
   ``178587``), or any number with a unit (``87 requests``, ``30 s``, ``15%``), a
   currency sign (``€178587``), after ``port`` or ``#`` (``#42``); ``k``/``K`` and ``M``
-  right after a number multiply it (``1.5k tokens`` → ``1500 tokens``). Not numbers: parts
+  right after a number multiply it (``1.5k tokens`` → ``1500 tokens``); a unit has one
+  spelling (``30 seconds``, ``30 sec`` → ``30 s``; ``87 reqs`` → ``87 requests``). Only a
+  tool call's string arguments count (``"timeout": 120000`` sets the tool). Not numbers: parts
   of dotted chains (versions ``3.11.2``, ``127.0.0.1``), words (``v2``, ``924E``),
   dashed runs (``2026-01-12``, ``pg-staging-821``), subscripts (``test_bulk[798]``),
-  line-number gutters (``120→``), pytest's ``[ 40%]`` or ``[100%]`` and what follows a
+  line-number gutters (``120→``, ``1475:`` opening a line, grep's ``x.py:1143:``), CSS
+  sizes (``12px``), pytest's ``[ 40%]`` or ``[100%]`` and what follows a
   clock's seconds (``10:15:42,123`` in a log line); ``3.11`` alone
   has one integer digit and no unit. [The same number in unrelated places is one artifact.]
 * ``date``: ``2026-03-23``, ``23 March 2026``, ``March 23, 2026`` → ``2026-03-23``.
@@ -61,23 +66,26 @@ ArtifactKind = Literal["path", "command", "error", "identifier", "number", "date
 ARTIFACT_KINDS: tuple[str, ...] = get_args(ArtifactKind)
 _EXT = ("py|pyi|ipynb|md|rst|txt|json|jsonl|toml|ya?ml|ini|cfg|conf|env|lock|tsx?|jsx?|mjs|"
         "cjs|s?css|html?|vue|svelte|rs|go|java|kt|rb|php|c|h|cc|cpp|hpp|cs|swift|sh|bash|zsh|"
-        "sql|csv|tsv|xml|log|pdf|png|jpe?g|gif|svg|lua|tf|proto|gradle|b64|patch|diff")
+        "sql|csv|tsv|xml|log|pdf|png|jpe?g|gif|svg|lua|tf|proto|gradle|b64|patch|diff|"
+        "ex|exs|h?eex|erl|hrl|mod|sum|dart|scala|kts|hs|ml|jl|nix|zig")
 _MONTH = ("Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
           "Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?")
 _UNIT = (r"%(?!\])|ms|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|"
          r"years?|k|[kmgt]i?b|bytes?|tokens?|chars?|characters?|lines?|rows?|requests?|reqs?|"
          r"rps|qps|calls?|items?|records?|retries|attempts?|workers?|threads?|connections?|"
-         r"files?|tests?|users?|messages?|entries|steps?|pages?|px|usd|eur|dollars?|euros?")
+         r"files?|tests?|users?|messages?|entries|steps?|pages?|usd|eur|dollars?|euros?")
 _SEG = r"[A-Za-z_][\w-]*\w"
 _NOT_TICKET = "(?:UTF|UCS|SHA|MD|ISO|CP|HTTP|TLS|SSL|AES|RSA|CRC|BASE|IEC|LATIN)"
 """Names followed by a dash and digits that are encodings, algorithms or protocols
 (``UTF-8``, ``SHA-256``, ``ISO-8859``), not ticket ids."""
 _PLAIN = r"(?:[a-z]+|[A-Z][a-z]+)(?=[\s,;:!?)\"'\]]|$)"  # a prose word: no token starts here
 _TOKENS = (
-    r"(?<!\w)(?=[\w~./$€£¥#])(?:"
+    r"(?m)(?<!\w)(?=[\w~./$€£¥#])(?:"
     # dates that start with the day; numbers, qualified by digits, unit, currency, port or #
     rf"(?<![\w.-])(?P<d1>[0-3]?\d)\s+(?P<m1>{_MONTH})\.?,?\s+(?P<y1>\d{{4}})(?!\w)"
-    r"|(?:(?P<mark>\b[Pp]ort[ =:]|#)|(?<![\w.,-])(?<!\w\[))(?P<cur>[$€£¥])?"
+    r"|(?:(?P<mark>\b[Pp]ort[ =:]|#)|(?<![\w.,-])(?<!\w\[)"
+    # not a line-number gutter: ``1475:`` opening a line, ``x.py:1143:`` (grep -n)
+    r"(?!^\d+[:-](?!\d)|(?<=:)\d+:(?!\d)))(?P<cur>[$€£¥])?"
     r"(?P<num>(?<!\d:)\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![.,]\d|-\d|\.[A-Za-z]|%\])"
     r"(?:(?P<mult>[kK]|M)(?![A-Za-z]))?"
     rf"(?:\s?(?P<unit>(?i:{_UNIT}))(?!\w))?(?![\w→\t]|/(?:[\w.@+-]+/){{0,64}}[\w.@+-]*\.[A-Za-z])"
@@ -100,7 +108,8 @@ _ERROR = (r"(?m)^[^\S\n]*(?P<error>(?:[^\n]*?(?=[EFTefp:(])(?:Error:|Exception\b
           # lets the lazy scan skip every other character cheaply)
           r"|(?<=\w):\d+(?::\d+)?:[^\S\n]*(?:fatal[^\S\n]+)?error\b"
           r"|(?<=\w)\(\d+,\d+\):[^\S\n]*error\b)|error\b)[^\n]*)")
-_CODE_LINE = r"(?:except|class|def|raise|import|from|catch|throw|if|elif|return|assert)\b"
+_CODE_LINE = (r"(?:except|class|def|raise|import|from|catch|throw|if|elif|return|assert|with|"
+              r"rescue)\b")
 _DOLLAR = r"(?m)^[^\S\n]*(?:[-*][^\S\n]+)?`?\$ (?P<cmd>[^`\n]+)"
 _SHELL = (r"(?s)^(?i:bash|shell|sh|terminal|run_shell_command|shell_command|exec_command|"
           r"execute_bash|execute_command|run_command|run_terminal_cmd|local_shell|exec)\(\{.*?"
@@ -124,6 +133,42 @@ _DOLLAR_RE, _INSTRUCTION_RE = re.compile(_DOLLAR), re.compile(_INSTRUCTION)
 _ERROR_WORDS = ("Error:", "Exception", "Traceback", "FAILED", "error", "fatal:", "panic:",
                 "ERROR")
 """Every line `_ERROR` matches holds one of these."""
+
+
+def _string_arguments(call: str) -> str:
+    """A tool call's text with only the string values of its JSON arguments: a number or
+    flag there sets the tool (``"timeout": 120000``, ``"offset": 280``), it states no fact
+    (43% of the needed numbers of the real Claude Code logs were such settings).
+
+    Example:
+        >>> _string_arguments('Bash({"command": "sleep 5", "timeout": 120000, "bg": true})')
+        'Bash({"command": "sleep 5"})'
+    """
+    name, _, rest = call.partition("(")
+    if not rest.endswith(")"):
+        return call
+    try:
+        args = json.loads(rest[:-1])
+    except (ValueError, RecursionError):
+        return call
+
+    def strings(v: Any) -> Any:
+        if isinstance(v, dict):
+            kept = {k: strings(x) for k, x in v.items()}
+            return {k: x for k, x in kept.items() if x is not _DROP}
+        if isinstance(v, list):
+            return [x for x in map(strings, v) if x is not _DROP]
+        return v if isinstance(v, str) else _DROP
+
+    if not isinstance(args, (dict, list)):
+        return call
+    try:
+        return f"{name}({json.dumps(strings(args), ensure_ascii=False)})"
+    except RecursionError:
+        return call
+
+
+_DROP = object()
 
 
 def unescape(s: pd.Series) -> pd.Series:
@@ -194,11 +239,17 @@ def artifacts(texts: pd.Series, *, user: pd.Series | None = None) -> pd.DataFram
     """
     if user is not None and len(user) != len(texts):
         raise ConfigError(f"user has {len(user)} values for {len(texts)} texts")
-    raw = texts.astype("string").fillna("")
+    try:
+        raw = texts.astype("string").fillna("")
+    except UnicodeEncodeError:      # a lone surrogate (half an emoji): replaced, as loaders do
+        raw = texts.map(lambda x: x.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+                        if isinstance(x, str) else x).astype("string").fillna("")
     tool = raw.str.contains(_TOOL_CALL, regex=True)
     text = raw.copy()
     if tool.any():  # JSON-escaped arguments: unescape, drop the tool name and keys
-        body = unescape(raw[tool].str.replace(r'(?<=[{,])\s*"[\w-]+"\s*:', " :", regex=True))
+        args = pd.Series([_string_arguments(x) for x in raw[tool].tolist()],
+                         index=raw[tool].index, dtype="string")
+        body = unescape(args.str.replace(r'(?<=[{,])\s*"[\w-]+"\s*:', " :", regex=True))
         text[tool] = body.str.replace(r"^[\w.-]+\(", "(", regex=True)
     doc = raw.str.match(r"\s*[\[{]") & ~tool
     if doc.any():   # a JSON document (a tool result as JSON): its values as lines
@@ -285,6 +336,12 @@ def _lookup(table: list[str], ids: np.ndarray) -> np.ndarray:
     return arr[np.asarray(ids, dtype=np.int64)]
 
 
+def path_ids(values: list[str]) -> np.ndarray:
+    """The artifact ids of some paths (new ones are numbered)."""
+    with _LOCK:
+        return _ids(["path"] * len(values), values)
+
+
 def _ids(kinds: list[str], values: list[str]) -> np.ndarray:
     out = np.empty(len(kinds), dtype=np.int64)
     for i, kv in enumerate(zip(kinds, values)):
@@ -352,6 +409,30 @@ def _extractall(text: pd.Series, pattern: re.Pattern[str],
 _G = {name: i - 1 for name, i in _TOKENS_RE.groupindex.items()}   # group -> tuple position
 
 
+_UNITS = {"s": ("sec", "secs", "second", "seconds"), "min": ("mins", "minute", "minutes"),
+          "h": ("hr", "hrs", "hour", "hours"), "days": ("day",), "weeks": ("week",),
+          "months": ("month",), "years": ("year",), "bytes": ("byte",),
+          "tokens": ("token",), "chars": ("char", "character", "characters"),
+          "lines": ("line",), "rows": ("row",), "requests": ("request", "req", "reqs"),
+          "calls": ("call",), "items": ("item",), "records": ("record",),
+          "attempts": ("attempt",), "workers": ("worker",), "threads": ("thread",),
+          "connections": ("connection",), "files": ("file",), "tests": ("test",),
+          "users": ("user",), "messages": ("message",), "steps": ("step",),
+          "pages": ("page",), "usd": ("dollar", "dollars"), "eur": ("euro", "euros")}
+_UNIT_OF = {alias: unit for unit, aliases in _UNITS.items() for alias in aliases}
+
+
+def _unit(text: str) -> str:
+    """One spelling per unit: ``30 seconds``, ``30 sec`` and ``30 s`` are one fact.
+
+    Example:
+        >>> _unit("Seconds"), _unit("req"), _unit("ms"), _unit("%")
+        ('s', 'requests', 'ms', '%')
+    """
+    unit = text.lower()
+    return _UNIT_OF.get(unit, unit)
+
+
 def _tokens(text: pd.Series) -> pd.DataFrame:
     """Paths, identifiers, dates and numbers (kind by kind, each in match order)."""
     rows, found = _findall(text, _TOKENS_RE)
@@ -382,7 +463,7 @@ def _tokens(text: pd.Series) -> pd.DataFrame:
         if h[g["mult"]]:                # 1.5k -> 1500, 2M -> 2000000
             scaled = Decimal(num) * (1000 if h[g["mult"]] in "kK" else 1_000_000)
             num = format(scaled.normalize(), "f")
-        unit, cur, mark = h[g["unit"]].lower(), h[g["cur"]], h[g["mark"]]
+        unit, cur, mark = _unit(h[g["unit"]]), h[g["cur"]], h[g["mark"]]
         if len(num.split(".", 1)[0]) >= 3 or unit or cur or mark:
             value = ("#" if mark == "#" else "") + cur + num
             add("number", row, value + ("" if unit in ("", "%") else " ") + unit)
@@ -401,7 +482,8 @@ def _errors(text: pd.Series) -> pd.DataFrame:
     line = line.str.strip().str.replace(r"^E\s+", "", regex=True)
     line = line.str.replace(r"\s*\[\s*\d+%\]$", "", regex=True)
     line = line.str.replace(r"\s+", " ", regex=True).str[:300]
-    line = line.where(~line.str.match(_CODE_LINE))
+    code = line.str.replace(r"^[+\->]\s*", "", regex=True).str.match(_CODE_LINE)
+    line = line.where(~code)      # a line of code, also in a diff (``+    except X:``)
     return _frame(row, "error", line).dropna(subset=["value"])
 
 

@@ -3,7 +3,8 @@
 Agents lean on *artifacts*: file paths, shell commands, error lines, identifiers,
 numbers, dates and the user's instructions. `artifacts` extracts them from a column of
 texts (one ``str.extractall`` per family over the whole column) and normalises them;
-an artifact is "in context" when a visible part yields the same kind and value.
+an artifact is "in context" when a visible part yields the same kind and value (a file
+written two ways within a session, absolute and relative, is one value: `one_spelling`).
 `retention_df`: per compaction event, the distinct artifacts of the parts it hid, and
 how many the request right after it still shows (summary, placeholders, other parts).
 `needed_recall_df`: per call, the artifacts its output uses that the log stated before
@@ -24,7 +25,8 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.artifacts import (ARTIFACT_KINDS, artifact_ids, artifact_kinds,  # noqa: F401
-                              artifact_values, artifacts, artifacts_cached, instruction_rows)
+                              artifact_values, artifacts, artifacts_cached, instruction_rows,
+                              path_ids as _path_ids)
 from ctxlab.errors import ConfigError
 from ctxlab.schema import HISTORY_EDITS, Transcript  # noqa: F401 (HISTORY_EDITS re-exported)
 from ctxlab.visibility import part_spans
@@ -52,6 +54,7 @@ def _occurrences(t: Transcript) -> pd.DataFrame:
     rows, ids = artifact_ids(texts, user=instruction_rows(f).reset_index(drop=True))
     session = f["session"].to_numpy(dtype=object)
     codes = _session_codes(t, session)
+    ids = one_spelling(ids, codes[rows])
     occ = pd.DataFrame({"row": rows, "scode": codes[rows],
                         "kind": pd.Series(artifact_kinds(ids), dtype=object),
                         "value": pd.Series(artifact_values(ids), dtype=object),
@@ -60,6 +63,52 @@ def _occurrences(t: Transcript) -> pd.DataFrame:
                         "aid": pd.factorize((codes[rows] << 32) | ids)[0]})
     _LAST[:] = [f, occ]
     return occ
+
+
+def one_spelling(ids: np.ndarray, scode: np.ndarray) -> np.ndarray:
+    """Artifact ids with each file written one way within a session: ``./src/x.py`` and a
+    diff's ``a/src/x.py`` as ``src/x.py``, and an absolute path as the longest relative
+    path of two or more segments of the same session it ends with
+    (``/home/u/proj/lib/x.ex`` as ``lib/x.ex``: agents read absolute paths, summaries
+    and diffs name them relative; 20 of the 24 paths "missing" after the real Claude
+    Code compactions were in the request, written the other way).
+
+    Example:
+        >>> from ctxlab.artifacts import artifact_ids, artifact_values
+        >>> texts = pd.Series(["read /home/u/p/lib/x.ex", "edited lib/x.ex", "see ./lib/x.ex",
+        ...                    "and /srv/lib/y.ex"])
+        >>> rows, ids = artifact_ids(texts)
+        >>> artifact_values(one_spelling(ids, np.zeros(len(ids), np.int64))).tolist()
+        ['lib/x.ex', 'lib/x.ex', 'lib/x.ex', '/srv/lib/y.ex']
+    """
+    kinds = artifact_kinds(ids)
+    at = np.flatnonzero(kinds == "path")
+    if not len(at):
+        return ids
+    values = artifact_values(ids[at])
+    out = ids.copy()
+    for code in np.unique(scode[at]).tolist():
+        mine = at[scode[at] == code]
+        vals = values[scode[at] == code]
+        plain = {v[2:] if v.startswith("./") else v for v in set(vals.tolist())}
+        relative = {v for v in plain if "/" in v and not v.startswith(("/", "~"))}
+        mapped: dict[str, str] = {}
+        for v in set(vals.tolist()):
+            c = v[2:] if v.startswith("./") else v
+            if c[:2] in ("a/", "b/") and c[2:] in relative:
+                c = c[2:]
+            elif c.startswith(("/", "~")):
+                segs = c.split("/")
+                c = next((s for s in ("/".join(segs[i:]) for i in range(1, len(segs) - 1))
+                          if s in relative), c)
+            if c != v:
+                mapped[v] = c
+        if mapped:
+            new = {v: int(_path_ids([c])[0]) for v, c in mapped.items()}
+            for j, v in zip(mine.tolist(), vals.tolist()):
+                if v in new:
+                    out[j] = new[v]
+    return out
 
 
 _LAST: list[Any] = []
