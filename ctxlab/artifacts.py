@@ -11,8 +11,11 @@ result some clients, e.g. Gemini CLI, store as JSON) is read as its values, one 
   [``src/x.py`` and ``/repo/src/x.py`` differ here; `ctxlab.metrics` takes them for one
   file within a session. URLs yield no path; a space ends a path.]
 * ``command``: the ``command``/``cmd`` argument of a shell tool call (``Bash``,
-  ``shell``, ``run_shell_command``...; a list is joined, ``bash -lc`` dropped) and
-  lines starting with ``$ `` (after a bullet or backtick). [Fenced blocks are unseen.]
+  ``shell``, ``run_shell_command``...; a list is joined, ``bash -lc`` dropped), lines
+  starting with ``$ `` (after a bullet or backtick), and the first line of a fenced block
+  (plain, or ``bash``/``sh``/``shell``/``console``) that ends a text: how
+  mini-swe-agent and SWE-agent write the command they run. [Other fenced blocks are
+  unseen.]
 * ``error``: a line with ``Error:``, ``Exception``, ``Traceback``, ``FAILED``,
   ``error[``, ``fatal:``, ``panic:``, ``ERROR``, a compiler's or type checker's
   diagnostic (``main.c:3:5: error:``, ``x.py:3: error:``, ``app.ts(3,5): error TS2304``)
@@ -111,6 +114,10 @@ _ERROR = (r"(?m)^[^\S\n]*(?P<error>(?:[^\n]*?(?=[EFTefp:(])(?:Error:|Exception\b
 _CODE_LINE = (r"(?:except|class|def|raise|import|from|catch|throw|if|elif|return|assert|with|"
               r"rescue)\b")
 _DOLLAR = r"(?m)^[^\S\n]*(?:[-*][^\S\n]+)?`?\$ (?P<cmd>[^`\n]+)"
+# the fenced block that ends a text (mini-swe-agent's ```bash, SWE-agent's ```): its first
+# line is the command the agent runs
+_FENCED = (r"(?m)^```(?:bash|sh|shell|console|zsh)?[^\S\n]*\n(?:\$ )?(?P<cmd>[^\n`][^\n]*)\n"
+           r"(?:[^`]|`(?!``))*?```\s*\Z")
 _SHELL = (r"(?s)^(?i:bash|shell|sh|terminal|run_shell_command|shell_command|exec_command|"
           r"execute_bash|execute_command|run_command|run_terminal_cmd|local_shell|exec)\(\{.*?"
           r"\"(?:command|cmd)\"\s*:\s*(?:\"(?P<s>(?:[^\"\\]|\\.)*)\""
@@ -130,6 +137,7 @@ _MONTHS = {m: f"{i:02d}" for i, m in enumerate(
 _COLUMNS = ("row", "kind", "value")
 _TOKENS_RE, _ERROR_RE = re.compile(_TOKENS), re.compile(_ERROR)
 _DOLLAR_RE, _INSTRUCTION_RE = re.compile(_DOLLAR), re.compile(_INSTRUCTION)
+_FENCED_RE = re.compile(_FENCED)
 _ERROR_WORDS = ("Error:", "Exception", "Traceback", "FAILED", "error", "fatal:", "panic:",
                 "ERROR")
 """Every line `_ERROR` matches holds one of these."""
@@ -498,6 +506,9 @@ def _commands(tool_raw: pd.Series, text: pd.Series) -> pd.DataFrame:
         for s in (single, joined):
             frames.append(_frame(s.index, "command", s.str.strip()))
     row, d = _extractall(text, _DOLLAR_RE, ("$ ",))
+    if len(d):
+        frames.append(_frame(row, "command", d["cmd"].str.strip()))
+    row, d = _extractall(text, _FENCED_RE, ("```",))
     if len(d):
         frames.append(_frame(row, "command", d["cmd"].str.strip()))
     return pd.concat(frames, ignore_index=True) if frames else \

@@ -569,3 +569,25 @@ def test_a_file_written_two_ways_in_a_session_is_one_fact():
         f = needed_facts_df(ctxlab.load(realdata_path(f"claude_code/spotter/{name}.jsonl")))
         missing += int(f.loc[f["kind"] == "path", "missing"].sum())
     assert missing == 10
+
+
+@pytest.mark.parametrize("text, command", [
+    ("THOUGHT: run it.\n\n```bash\npython reproduce_issue.py\n```", "python reproduce_issue.py"),
+    ("Let's open it.\n\n```\nopen tests/missing_colon.py\n```", "open tests/missing_colon.py"),
+    ("```\nedit 4:4\ndef division(a, b):\nend_of_edit\n```", "edit 4:4"),
+    ("Here is code:\n```python\nprint(1)\n```\nand more after", None),
+    ("```python\nprint(1)\n```", None),
+])
+def test_the_command_in_the_fenced_block_that_ends_a_reply(text, command):
+    """mini-swe-agent and SWE-agent write the command they run as the fenced block that
+    ends their reply: no command was ever extracted from their logs."""
+    got = artifacts(pd.Series([text]))
+    assert got.loc[got["kind"] == "command", "value"].tolist() == ([command] if command else [])
+
+
+def test_commands_of_real_agent_loops_are_needed_facts():
+    from tests.conftest import realdata_path
+
+    f = needed_facts_df(ctxlab.load(realdata_path(
+        "mini_swe_agent/psf__requests-1142.traj.json")))
+    assert (f["kind"] == "command").sum() >= 10
