@@ -320,3 +320,19 @@ def test_a_replay_of_calls_without_input_gives_a_page_that_says_so(tmp_path):
         pytest.skip(f"this aider text gives {len(t.calls)} calls, {len(t.frame)} parts")
     page = report_html(ctxlab.replay(t, "neurolink"), transcript=t)
     assert "No call was replayed" in page
+
+
+def test_the_plots_note_counts_sessions_without_calls_apart(tmp_path, monkeypatch):
+    import json
+
+    convo = [{"role": "user", "content": "fix src/app.py"},
+             {"role": "assistant", "content": "done", "usage": {"prompt_tokens": 40,
+                                                                "completion_tokens": 5}}]
+    lines = [json.dumps({"id": f"s{i}", "messages": convo}) for i in range(3)]
+    lines.append(json.dumps({"id": "bare", "messages": [{"role": "user", "content": "hi"}]}))
+    p = tmp_path / "four.jsonl"
+    p.write_text("\n".join(lines), encoding="utf-8")
+    t = ctxlab.load(p)
+    monkeypatch.setattr(report_module, "MAX_PLOT_SESSIONS", 2)
+    page = report_html(ctxlab.replay(t, "neurolink"), transcript=t)
+    assert "1 other session is not drawn" in page and "1 session has no replayed call" in page

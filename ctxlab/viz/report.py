@@ -316,12 +316,18 @@ def _plots(replay: Replay, cells: _Cells) -> str:
 
     parts = ['<section id="plots"><h2>Plots</h2>']
     sessions = plotted_sessions(replay)
-    left_out = len(replay.base.sessions) - len(sessions)
-    if left_out:
+    replayed = set(replay.calls["session"]) if len(replay.calls) else set()
+    left_out = len(replayed - set(sessions))
+    bare = len(set(replay.base.sessions) - replayed)
+    if left_out or bare:
+        said = [f"{left_out:,} other session{'s are' if left_out != 1 else ' is'} not drawn "
+                "(their rows are in the tables)"] if left_out else []
+        if bare:
+            said.append(f"{bare:,} session{'s have' if bare != 1 else ' has'} no replayed "
+                        "call")
         parts.append(f'<p class="note">Plots of the {len(sessions)} sessions where '
-                     f"compaction saved the most tokens, then with the most calls; "
-                     f"{left_out:,} other session{'s are' if left_out > 1 else ' is'} "
-                     "not drawn (their rows are in the tables).</p>")
+                     f"compaction saved the most tokens, then with the most requests over "
+                     f"the window, triggers and calls; {'; '.join(said)}.</p>")
     k = 0
     for session in sessions:
         if len(replay.base.sessions) > 1:
