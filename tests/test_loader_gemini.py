@@ -365,3 +365,23 @@ def test_a_copy_written_without_its_id_is_still_one_message(tmp_path: Path, drop
     t = ctxlab.load(p)
     assert len(t.calls) == len(whole.calls)
     assert t.frame["content"].tolist() == whole.frame["content"].tolist()
+
+
+def test_messages_without_ids_at_one_timestamp_stay_apart(tmp_path: Path) -> None:
+    """Four id-less messages written at one millisecond are four messages: only a copy of
+    a message with an id (same type, time and content, or none yet) is one with it."""
+    ts = "2026-04-23T12:53:11.257Z"
+    recs = [{"sessionId": "s", "projectHash": "h", "startTime": ts, "lastUpdated": ts,
+             "kind": "main"},
+            {"timestamp": ts, "type": "user", "content": "first question"},
+            {"timestamp": ts, "type": "gemini", "content": "first answer",
+             "tokens": {"input": 10, "output": 2, "total": 12}},
+            {"timestamp": ts, "type": "user", "content": "second question"},
+            {"id": "g2", "timestamp": ts, "type": "gemini", "content": "second answer",
+             "tokens": {"input": 20, "output": 2, "total": 22}}]
+    p = tmp_path / "g.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in recs), encoding="utf-8")
+    t = ctxlab.load(p)
+    assert t.frame["content"].tolist() == ["first question", "first answer",
+                                           "second question", "second answer"]
+    assert len(t.calls) == 2

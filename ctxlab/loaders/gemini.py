@@ -320,8 +320,9 @@ def load(path: Path, options: LoadOptions) -> Transcript:
 
 def _keys(entries: list[Entry]) -> list[tuple[int, Any]]:
     """Identity of each entry: (segment, message id); a rewind or replace starts a segment.
-    A message written without its id takes the identity of the nearest message of its
-    segment with the same type and timestamp (one with an id first), else its own."""
+    A message written without its id takes the identity of the nearest message with an id
+    of its segment, type and timestamp whose content is the same or empty on one side (a
+    copy), else its own: two messages without an id are never one."""
     seg, keys, stamps = 0, [], []
     for i, (_, _, rec) in enumerate(entries):
         if isinstance(rec, dict) and ("$rewindTo" in rec or (
@@ -339,11 +340,18 @@ def _keys(entries: list[Entry]) -> list[tuple[int, Any]]:
     for i, (_, _, rec) in enumerate(entries):
         if stamps[i] is None or isinstance(rec.get("id"), str):
             continue
-        same = sorted((j for j in by_stamp[stamps[i]] if j != i),
-                      key=lambda j: (not isinstance(keys[j][1], str), abs(j - i)))
-        if same and (isinstance(keys[same[0]][1], str) or same[0] < i):
-            out[i] = out[same[0]] if same[0] < i else keys[same[0]]
+        mine = to_json(rec.get("content"))
+        same = sorted((j for j in by_stamp[stamps[i]] if isinstance(keys[j][1], str)
+                       and _same_content(mine, to_json(entries[j][2].get("content")))),
+                      key=lambda j: abs(j - i))
+        if same:
+            out[i] = keys[same[0]]
     return out
+
+
+def _same_content(a: str, b: str) -> bool:
+    """Two copies of one message: the same content, or none yet on one side."""
+    return a == b or a in ("null", '""', "[]") or b in ("null", '""', "[]")
 
 
 def _walk(chat: _Chat, entries: list[Entry], log: RecordLog) -> None:
