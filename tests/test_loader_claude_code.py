@@ -647,3 +647,40 @@ def test_a_queued_prompt_sent_as_a_record_or_never_taken_is_not_added(tmp_path: 
     ops = t.load_report.records
     ops = ops[ops["record"] == "queue-operation"]
     assert ops["status"].tolist() == ["ignored"] * 3
+
+
+def _with_queue(tmp_path: Path, ops: list[dict[str, Any]], at: int = 3) -> ctxlab.Transcript:
+    """coding_session_b with queue records (and user records) inserted after line ``at``."""
+    lines = (DATASETS_DIR / "coding_session_b.jsonl").read_text(encoding="utf-8").split("\n")
+    recs = [json.loads(x) for x in lines if x.strip()]
+    sid = recs[0].get("sessionId")
+    extra = [{"type": "queue-operation", "sessionId": sid,
+              "timestamp": "2026-01-01T00:00:00Z", **op} for op in ops]
+    p = tmp_path / "q.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in recs[:at] + extra + recs[at:]),
+                 encoding="utf-8")
+    return ctxlab.load(p)
+
+
+def _queued(t: ctxlab.Transcript) -> list[str]:
+    f = t.frame
+    return f.loc[f["meta"].astype(str).str.contains('"category": "queued"'),
+                 "content"].tolist()
+
+
+@pytest.mark.parametrize("ops, want", [
+    # popAll puts the prompt back in the input box: the later remove takes "check again"
+    ([{"operation": "enqueue", "content": "fix X"}, {"operation": "popAll"},
+      {"operation": "enqueue", "content": "check again"}, {"operation": "remove"}],
+     ["check again"]),
+    # dequeue sends it as a turn of its own (a user record): not this prompt's place
+    ([{"operation": "enqueue", "content": "look"}, {"operation": "dequeue"},
+      {"operation": "enqueue", "content": "stop"}, {"operation": "remove"}], ["stop"]),
+    # a remove that names its text takes that one
+    ([{"operation": "enqueue", "content": "a"}, {"operation": "enqueue", "content": "b"},
+      {"operation": "remove", "content": "b"}], ["b"]),
+    # one queued prompt, one remove
+    ([{"operation": "enqueue", "content": "yes"}, {"operation": "remove"}], ["yes"]),
+])
+def test_the_queue_operations_decide_which_prompt_was_taken(tmp_path, ops, want):
+    assert _queued(_with_queue(tmp_path, ops)) == want

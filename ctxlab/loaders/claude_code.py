@@ -342,16 +342,23 @@ class _Session:
 def delivered_prompts(records: list[Record]) -> list[tuple[int, int, dict[str, Any]]]:
     """The prompts the user queued while the agent worked that reached the model without
     a user record of their own: ``(line taken from the queue, enqueue line, record)``, in
-    order. A ``remove`` takes the oldest queued prompt; a prompt some user record holds
-    (a task notification, a prompt sent as a record) arrives as that record instead."""
-    said: set[str] = set()
-    for _, obj in records:
+    order. Each ``enqueue`` ends in one of: ``remove`` (taken into the running turn: here,
+    the oldest queued prompt, or the one with the text it carries), ``dequeue`` (sent as a
+    new turn: a user record follows) or ``popAll`` (every queued prompt back to the input
+    box). A prompt that a later user record holds (a task notification) arrives as that
+    record instead."""
+    said: list[tuple[int, str]] = []        # (line, text) of every user record's texts
+    for line, obj in records:
         msg = obj.get("message") if obj.get("type") == "user" else None
         content = msg.get("content") if isinstance(msg, dict) else None
         blocks = [content] if isinstance(content, str) else content if isinstance(
             content, list) else []
-        said.update((b if isinstance(b, str) else str(b.get("text"))).strip() for b in blocks
+        said.extend((line, (b if isinstance(b, str) else str(b.get("text"))).strip())
+                    for b in blocks
                     if isinstance(b, str) or isinstance(b, dict) and b.get("type") == "text")
+    later: dict[str, int] = {}               # text -> its last user record's line
+    for line, text in said:
+        later[text] = line
     pending: list[Record] = []
     out: list[tuple[int, int, dict[str, Any]]] = []
     for line, obj in records:
@@ -359,11 +366,21 @@ def delivered_prompts(records: list[Record]) -> list[tuple[int, int, dict[str, A
             continue
         op, text = obj.get("operation"), obj.get("content")
         if op == "enqueue" and isinstance(text, str) and text.strip() \
-                and text.strip() not in said:
+                and later.get(text.strip(), 0) < line:
             pending.append((line, obj))
-        elif op == "remove" and pending:
-            line0, obj0 = pending.pop(0)
-            out.append((line, line0, obj0))
+        elif op == "remove":
+            given = text.strip() if isinstance(text, str) else ""
+            at = next((k for k, (_, o) in enumerate(pending)
+                       if str(o.get("content")).strip() == given), 0 if pending else None)
+            if at is not None:
+                line0, obj0 = pending.pop(at)
+                out.append((line, line0, obj0))
+            elif given:             # the text it took, though its enqueue is not in the file
+                out.append((line, line, obj))
+        elif op == "dequeue" and pending:
+            pending.pop(0)
+        elif op == "popAll":
+            pending.clear()
     return out
 
 
