@@ -66,48 +66,64 @@ def _occurrences(t: Transcript) -> pd.DataFrame:
 
 
 def one_spelling(ids: np.ndarray, scode: np.ndarray) -> np.ndarray:
-    """Artifact ids with each file written one way within a session: ``./src/x.py`` and a
-    diff's ``a/src/x.py`` as ``src/x.py``, and an absolute path as the longest relative
-    path of two or more segments of the same session it ends with
-    (``/home/u/proj/lib/x.ex`` as ``lib/x.ex``: agents read absolute paths, summaries
-    and diffs name them relative; 20 of the 24 paths "missing" after the real Claude
-    Code compactions were in the request, written the other way).
+    """Artifact ids with each file written one way within a session: ``./src/x.py`` as
+    ``src/x.py``; a diff's ``a/src/x.py`` and ``b/src/x.py`` (both written) as
+    ``src/x.py``; and an absolute path as the longest relative path of two or more
+    segments of the same session it ends with, when no other absolute path of the session
+    ends with it (``/home/u/proj/lib/x.ex`` as ``lib/x.ex``: agents read absolute paths,
+    summaries and diffs name them relative; 20 of the 24 paths "missing" after the real
+    Claude Code compactions were in the request, written the other way). Two checkouts of
+    one file (``/a/x/y.py``, ``/b/x/y.py``) stay two.
 
     Example:
         >>> from ctxlab.artifacts import artifact_ids, artifact_values
         >>> texts = pd.Series(["read /home/u/p/lib/x.ex", "edited lib/x.ex", "see ./lib/x.ex",
-        ...                    "and /srv/lib/y.ex"])
+        ...                    "and /srv/lib/y.ex", "a/b/c.py"])
         >>> rows, ids = artifact_ids(texts)
         >>> artifact_values(one_spelling(ids, np.zeros(len(ids), np.int64))).tolist()
-        ['lib/x.ex', 'lib/x.ex', 'lib/x.ex', '/srv/lib/y.ex']
+        ['lib/x.ex', 'lib/x.ex', 'lib/x.ex', '/srv/lib/y.ex', 'a/b/c.py']
     """
-    kinds = artifact_kinds(ids)
-    at = np.flatnonzero(kinds == "path")
+    at = np.flatnonzero(artifact_kinds(ids) == "path")
     if not len(at):
         return ids
-    values = artifact_values(ids[at])
     out = ids.copy()
-    for code in np.unique(scode[at]).tolist():
-        mine = at[scode[at] == code]
-        vals = values[scode[at] == code]
-        plain = {v[2:] if v.startswith("./") else v for v in set(vals.tolist())}
-        relative = {v for v in plain if "/" in v and not v.startswith(("/", "~"))}
-        mapped: dict[str, str] = {}
-        for v in set(vals.tolist()):
-            c = v[2:] if v.startswith("./") else v
-            if c[:2] in ("a/", "b/") and c[2:] in relative:
-                c = c[2:]
-            elif c.startswith(("/", "~")):
-                segs = c.split("/")
-                c = next((s for s in ("/".join(segs[i:]) for i in range(1, len(segs) - 1))
-                          if s in relative), c)
-            if c != v:
-                mapped[v] = c
+    order = at[np.argsort(scode[at], kind="stable")]
+    codes = scode[order]
+    cuts = np.flatnonzero(np.diff(codes)) + 1
+    for mine in np.split(order, cuts):
+        distinct = np.unique(ids[mine])
+        mapped = _spellings(artifact_values(distinct).tolist())
         if mapped:
-            new = {v: int(_path_ids([c])[0]) for v, c in mapped.items()}
-            for j, v in zip(mine.tolist(), vals.tolist()):
-                if v in new:
-                    out[j] = new[v]
+            new = dict(zip(mapped, _path_ids(list(mapped.values())).tolist()))
+            old = dict(zip(artifact_values(distinct).tolist(), distinct.tolist()))
+            swap = {old[v]: new[v] for v in mapped}
+            out[mine] = [swap.get(i, i) for i in ids[mine].tolist()]
+    return out
+
+
+def _spellings(values: list[str]) -> dict[str, str]:
+    """`one_spelling`'s renaming of one session's distinct paths (value -> its spelling)."""
+    plain = {v: v[2:] if v.startswith("./") else v for v in values}
+    written = set(plain.values())
+    relative = {v for v in written if "/" in v and not v.startswith(("/", "~"))}
+    out: dict[str, str] = {}
+    ends: dict[str, list[str]] = {}           # relative path -> absolute paths ending so
+    for v, c in plain.items():
+        if c[:2] in ("a/", "b/") and c[2:] in relative and \
+                {"a/" + c[2:], "b/" + c[2:]} <= written:
+            c = c[2:]
+        elif c.startswith(("/", "~")):
+            segs = c.split("/")
+            found = next((s for s in ("/".join(segs[i:]) for i in range(1, len(segs) - 1))
+                          if s in relative), None)
+            if found is not None:
+                ends.setdefault(found, []).append(v)
+            continue
+        if c != v:
+            out[v] = c
+    for rel, absolute in ends.items():
+        if len({plain[v] for v in absolute}) == 1:      # one file, not two checkouts
+            out.update({v: rel for v in absolute})
     return out
 
 

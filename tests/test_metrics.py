@@ -591,3 +591,19 @@ def test_commands_of_real_agent_loops_are_needed_facts():
     f = needed_facts_df(ctxlab.load(realdata_path(
         "mini_swe_agent/psf__requests-1142.traj.json")))
     assert (f["kind"] == "command").sum() >= 10
+
+
+def test_two_checkouts_of_one_file_and_a_plain_a_folder_stay_apart():
+    """A main checkout and a git worktree hold two copies of app.js (spotter 8463c716):
+    hiding one while the other shows is not retention. ``a/b/c.py`` is a diff's name only
+    when ``b/b/c.py`` is written too."""
+    from ctxlab.artifacts import artifact_ids, artifact_values
+    from ctxlab.metrics import one_spelling
+
+    texts = pd.Series(["/home/u/spotter/assets/js/app.js", "/home/u/wt/spotter/assets/js/app.js",
+                       "assets/js/app.js", "a/b/c.py", "b/c.py",
+                       "--- a/src/x.py", "+++ b/src/x.py", "src/x.py"])
+    _, ids = artifact_ids(texts)
+    got = artifact_values(one_spelling(ids, np.zeros(len(ids), np.int64))).tolist()
+    assert got == ["/home/u/spotter/assets/js/app.js", "/home/u/wt/spotter/assets/js/app.js",
+                   "assets/js/app.js", "a/b/c.py", "b/c.py", "src/x.py", "src/x.py", "src/x.py"]
