@@ -13,9 +13,9 @@ result some clients, e.g. Gemini CLI, store as JSON) is read as its values, one 
 * ``command``: the ``command``/``cmd`` argument of a shell tool call (``Bash``,
   ``shell``, ``run_shell_command``...; a list is joined, ``bash -lc`` dropped), lines
   starting with ``$ `` (after a bullet or backtick), and the first line of a fenced block
-  (plain, or ``bash``/``sh``/``shell``/``console``) that ends a text: how
-  mini-swe-agent and SWE-agent write the command they run. [Other fenced blocks are
-  unseen.]
+  (plain, or ``bash``/``sh``/``shell``/``console``) that ends a text other than a user's
+  message: how mini-swe-agent and SWE-agent write the command they run. [Other fenced
+  blocks are unseen.]
 * ``error``: a line with ``Error:``, ``Exception``, ``Traceback``, ``FAILED``,
   ``error[``, ``fatal:``, ``panic:``, ``ERROR``, a compiler's or type checker's
   diagnostic (``main.c:3:5: error:``, ``x.py:3: error:``, ``app.ts(3,5): error TS2304``)
@@ -87,8 +87,10 @@ _TOKENS = (
     # dates that start with the day; numbers, qualified by digits, unit, currency, port or #
     rf"(?<![\w.-])(?P<d1>[0-3]?\d)\s+(?P<m1>{_MONTH})\.?,?\s+(?P<y1>\d{{4}})(?!\w)"
     r"|(?:(?P<mark>\b[Pp]ort[ =:]|#)|(?<![\w.,-])(?<!\w\[)"
-    # not a line-number gutter: ``1475:`` opening a line, ``x.py:1143:`` (grep -n)
-    r"(?!^\d+[:-](?!\d)|(?<=:)\d+:(?!\d)))(?P<cur>[$€£¥])?"
+    # not a line-number gutter: ``1475:`` opening a line (``404: Not Found`` is no gutter),
+    # ``x.py:1143:`` after a file name (grep -n; ``localhost:5432:`` is a port)
+    r"(?!^\d+[:-](?!\d)(?! \S)|(?:(?<=\.\w:)|(?<=\.\w\w:)|(?<=\.\w\w\w:)|(?<=\.\w{4}:)"
+    r"|(?<=\.\w{5}:))\d+:(?:\d+:)?(?!\d)))(?P<cur>[$€£¥])?"
     r"(?P<num>(?<!\d:)\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![.,]\d|-\d|\.[A-Za-z]|%\])"
     r"(?:(?P<mult>[kK]|M)(?![A-Za-z]))?"
     rf"(?:\s?(?P<unit>(?i:{_UNIT}))(?!\w))?(?![\w→\t]|/(?:[\w.@+-]+/){{0,64}}[\w.@+-]*\.[A-Za-z])"
@@ -144,13 +146,16 @@ _ERROR_WORDS = ("Error:", "Exception", "Traceback", "FAILED", "error", "fatal:",
 
 
 def _string_arguments(call: str) -> str:
-    """A tool call's text with only the string values of its JSON arguments: a number or
-    flag there sets the tool (``"timeout": 120000``, ``"offset": 280``), it states no fact
-    (43% of the needed numbers of the real Claude Code logs were such settings).
+    """A tool call's text without the arguments that set the tool: flags, nulls and the
+    numbers of setting keys (`SETTING_KEYS`: ``"timeout": 120000``, ``"offset": 280``)
+    state no fact (43% of the needed numbers of the real Claude Code logs were such
+    settings); other numbers stay (``"issue_number": 4821``).
 
     Example:
         >>> _string_arguments('Bash({"command": "sleep 5", "timeout": 120000, "bg": true})')
         'Bash({"command": "sleep 5"})'
+        >>> _string_arguments('get_issue({"issue_number": 4821, "limit": 5})')
+        'get_issue({"issue_number": 4821})'
     """
     name, _, rest = call.partition("(")
     if not rest.endswith(")"):
@@ -160,13 +165,15 @@ def _string_arguments(call: str) -> str:
     except (ValueError, RecursionError):
         return call
 
-    def strings(v: Any) -> Any:
+    def strings(v: Any, setting: bool = False) -> Any:
         if isinstance(v, dict):
-            kept = {k: strings(x) for k, x in v.items()}
+            kept = {k: strings(x, SETTING_KEYS.match(str(k)) is not None) for k, x in v.items()}
             return {k: x for k, x in kept.items() if x is not _DROP}
         if isinstance(v, list):
-            return [x for x in map(strings, v) if x is not _DROP]
-        return v if isinstance(v, str) else _DROP
+            return [x for x in (strings(y, setting) for y in v) if x is not _DROP]
+        if v is None or isinstance(v, bool) or setting and not isinstance(v, str):
+            return _DROP
+        return v
 
     if not isinstance(args, (dict, list)):
         return call
@@ -177,6 +184,11 @@ def _string_arguments(call: str) -> str:
 
 
 _DROP = object()
+SETTING_KEYS = re.compile(
+    r"(?i)(?:-\w|\w*timeout\w*|offset|limit|\w+_limit|max\w*|min\w*|head\w*|tail\w*|"
+    r"lines?|line_(?:number|count)|start_line|end_line|insert_line|view_range|context|"
+    r"depth|page|per_page|page_size|count|n|k|top_k|temperature|width|height|start|end)\Z")
+"""Tool-argument keys whose numbers set the tool (a timeout, a window of lines, a page)."""
 
 
 def unescape(s: pd.Series) -> pd.Series:
@@ -262,7 +274,8 @@ def artifacts(texts: pd.Series, *, user: pd.Series | None = None) -> pd.DataFram
     doc = raw.str.match(r"\s*[\[{]") & ~tool
     if doc.any():   # a JSON document (a tool result as JSON): its values as lines
         text[doc] = [json_text(x) for x in raw[doc].tolist()]
-    frames = [_tokens(text), _errors(text), _commands(raw[tool], text),
+    mine = text if user is None else text[~user.to_numpy(dtype=bool)]
+    frames = [_tokens(text), _errors(text), _commands(raw[tool], text, mine),
               _instructions(text if user is None else text[user.to_numpy(dtype=bool)])]
     out = pd.concat([f for f in frames if len(f)] or [_frame([], "path", pd.Series([]))],
                     ignore_index=True)
@@ -495,7 +508,9 @@ def _errors(text: pd.Series) -> pd.DataFrame:
     return _frame(row, "error", line).dropna(subset=["value"])
 
 
-def _commands(tool_raw: pd.Series, text: pd.Series) -> pd.DataFrame:
+def _commands(tool_raw: pd.Series, text: pd.Series, replies: pd.Series) -> pd.DataFrame:
+    """Commands of shell tool calls, of ``$ `` lines, and of the fenced block that ends a
+    text of ``replies`` (not a user's message: a traceback pasted in a fence is none)."""
     frames = []
     if len(tool_raw):
         m = tool_raw.str.extract(_SHELL).dropna(how="all")
@@ -508,7 +523,7 @@ def _commands(tool_raw: pd.Series, text: pd.Series) -> pd.DataFrame:
     row, d = _extractall(text, _DOLLAR_RE, ("$ ",))
     if len(d):
         frames.append(_frame(row, "command", d["cmd"].str.strip()))
-    row, d = _extractall(text, _FENCED_RE, ("```",))
+    row, d = _extractall(replies, _FENCED_RE, ("```",))
     if len(d):
         frames.append(_frame(row, "command", d["cmd"].str.strip()))
     return pd.concat(frames, ignore_index=True) if frames else \

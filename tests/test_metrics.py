@@ -537,6 +537,10 @@ def test_loss_totals_on_a_real_compacted_log():
     ("1475:    def foo(x):\n1476:        return 9000", "number", "9000", True),
     ("src/x.py:1143:    y = 1", "number", "1143", False),
     ("Error 404: not found", "number", "404", True),
+    ("404: Not Found", "number", "404", True),
+    ("dial tcp localhost:5432: connect: connection refused", "number", "5432", True),
+    ("lib/a.ex:105:9: warning: unused", "number", "105", False),
+    ("1:import os", "number", "1", False),
     ("width: 120px;", "number", "120 px", False),
     ("waited 30 seconds", "number", "30 s", True),
     ("sent 87 reqs", "number", "87 requests", True),
@@ -607,3 +611,12 @@ def test_two_checkouts_of_one_file_and_a_plain_a_folder_stay_apart():
     got = artifact_values(one_spelling(ids, np.zeros(len(ids), np.int64))).tolist()
     assert got == ["/home/u/spotter/assets/js/app.js", "/home/u/wt/spotter/assets/js/app.js",
                    "assets/js/app.js", "a/b/c.py", "b/c.py", "src/x.py", "src/x.py", "src/x.py"]
+
+
+def test_a_fence_in_a_users_message_is_no_command_and_tool_numbers_may_be_facts():
+    text = pd.Series(["My run failed:\n```\nTraceback (most recent call last):\n```",
+                      "```bash\npython x.py\n```",
+                      'get_issue({"issue_number": 4821, "limit": 5, "draft": false})'])
+    got = artifacts(text, user=pd.Series([True, False, False]))
+    assert got.loc[got["kind"] == "command", "value"].tolist() == ["python x.py"]
+    assert got.loc[got["kind"] == "number", "value"].tolist() == ["4821"]
