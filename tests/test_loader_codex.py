@@ -411,3 +411,14 @@ def test_corruption_is_reported_or_raises(cs: list[Any]) -> None:
         assert sorted(t.load_report.records["where"]) == \
             sorted(expected_wheres(data, jsonl=True))
         t.validate()
+
+
+def test_a_compaction_item_outside_a_compacted_record_is_reported(tmp_path: Path) -> None:
+    lines = [_line("session_meta", {"id": "s4", "instructions": "Be brief."}),
+             _line("response_item", _msg("user", "hi")),
+             _line("response_item", {"type": "compaction", "encrypted_content": "gAAA"}),
+             _line("response_item", _msg("user", "again"))]
+    t = ctxlab.load(write(tmp_path, lines))
+    assert t.frame["content"].tolist() == ["Be brief.", "hi", "again"]
+    sk = t.load_report.skipped
+    assert sk["line"].tolist() == [3] and "outside a `compacted` record" in sk["reason"].iloc[0]

@@ -35,7 +35,8 @@ Every line is ``{"timestamp", "type", "payload"}``. What the model saw:
   writes an empty message and a replacement history holding a ``compaction`` item (also
   ``compaction_summary``): a summary part whose content the log does not have (its
   ``encrypted_content`` length is in meta). A replacement item it cannot read is left
-  out alone, with a report entry.
+  out alone, with a report entry; a compaction item outside a ``compacted`` record is
+  left out with one.
 * Other ``event_msg`` lines are UI events (``user_message``/``agent_message``/
   ``agent_reasoning`` duplicate response items) and are reported as ignored.
 """
@@ -254,6 +255,10 @@ class _Rollout:
         self.log.used("session_meta", line=line, parts=len(texts))
 
     def item(self, line: int, payload: Mapping[str, Any], ts: str | None, rtype: str) -> None:
+        if payload.get("type") in COMPACTION_ITEMS:
+            self.log.skipped(rtype, "a compaction item outside a `compacted` record: which "
+                             "history it replaced is unknown, so it is left out", line=line)
+            return
         parsed = parse_item(payload)
         if parsed is None:
             self.log.ignored(rtype, "git undo snapshot: never sent to the model", line=line)
