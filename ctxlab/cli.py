@@ -213,9 +213,17 @@ def estimators_text(source: Transcript | Corpus, specs: Sequence[str], reference
     lines += [f"per part against {reference} (error %: estimate - reference):",
               _table(errs.round(1)), ""]
     if reported:
-        usage = pd.concat([usage_errors_df(reported_usage_df(source, e)) for e in ests])
+        per_call = [reported_usage_df(source, e) for e in ests]
+        usage = pd.concat([usage_errors_df(u) for u in per_call])
         lines += ["per call against reported input_total (overhead fitted per session):",
                   _table(usage.round(1))]
+        few = per_call[0]
+        few = few[(few["overhead_fitted_on"] > 0) & few["error_pct"].isna()
+                  & few["input_total"].notna()]
+        if len(few):
+            lines.append(f"({len(few):,} call{'s' if len(few) != 1 else ''} in session "
+                         f"segments of fewer than 3 reporting calls left out: an overhead "
+                         f"fitted on them would absorb their error)")
     else:
         lines.append("no reported usage in this log: per-call comparison skipped")
     return "\n".join(lines)

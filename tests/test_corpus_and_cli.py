@@ -359,3 +359,16 @@ def test_a_linked_log_in_an_input_folder_is_an_input_and_results_may_be_written_
     err = capsys.readouterr().err
     assert "cut.json:2: the log could not be read" in err
     assert "nothing to sweep in" in err and "no log could be read or replayed" in err
+
+
+def test_cli_estimators_says_why_calls_have_no_error(capsys: pytest.CaptureFixture[str]):
+    """A one-call sub-agent file: its overhead fitted on that call would absorb its error,
+    so the table has no row; the output says why instead of an unexplained "(none)"."""
+    from tests.conftest import realdata_path
+
+    subs = sorted(realdata_path("claude_code/spotter/258c7280-ae70-4798-800f-63464d01a85d")
+                  .glob("**/agent-a*.jsonl"))
+    sub = next(p for p in subs if ctxlab.load(p).calls["input_total"].notna().sum() == 1)
+    assert main(["estimators", str(sub)]) == 0
+    assert "1 call in session segments of fewer than 3 reporting calls left out" in \
+        capsys.readouterr().out
