@@ -5,7 +5,7 @@ Rules, with their precision limits in brackets. A text that is a JSON document (
 result some clients, e.g. Gemini CLI, store as JSON) is read as its values, one per line
 (`json_text`), so the lines of an output start lines again.
 
-* ``path``: absolute (``/a/b``, ``~/a``, ``./a``: two segments or an extension),
+* ``path``: absolute (``/a/b``, ``~/a/b``, ``./a.py``: two segments or an extension),
   relative with a slash and an extension (``src/app/config.py``), or a file name with
   a common extension (``README.md``, ``mix.exs``, ``go.mod``); no trailing punctuation.
   [``src/x.py`` and ``/repo/src/x.py`` differ here; `ctxlab.metrics` takes them for one

@@ -6,7 +6,8 @@ summary message; the most recent ones are kept verbatim. Seed 000 keeps
 previous summary into the new one (iterative summarization), inserts the summary as a
 ``system`` message and falls through silently when the summarizer fails. Seed 004 keeps
 exactly N messages and prefixes the summary with ``[Summary of earlier conversation]``
-(``keep_recent=N, prefix=..., role="user"`` in its preset).
+(``keep_recent=N, prefix=SEED_004_PREFIX, role="user"``; the ``neuron`` preset, which follows
+seed 004's default strategies, does not include this stage).
 
 Blocks mode (seed 003's ContextCompactor): every context block of the carried and current
 layers (L2, L3: attachments and tool results) longer than ``block_chars`` is summarized
