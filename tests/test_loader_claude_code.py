@@ -684,3 +684,45 @@ def _queued(t: ctxlab.Transcript) -> list[str]:
 ])
 def test_the_queue_operations_decide_which_prompt_was_taken(tmp_path, ops, want):
     assert _queued(_with_queue(tmp_path, ops)) == want
+
+
+def test_a_microcompaction_clears_the_named_tool_results(tmp_path: Path):
+    """Newer Claude Code clears old tool results in place and writes a
+    ``microcompact_boundary``: it was ignored as a CLI status record, so every cleared
+    result stayed in every later request."""
+    lines = (DATASETS_DIR / "coding_session_b.jsonl").read_text(encoding="utf-8").split("\n")
+    recs = [json.loads(x) for x in lines if x.strip()]
+    whole = ctxlab.load(DATASETS_DIR / "coding_session_b.jsonl")
+    results = whole.frame[whole.frame["kind"] == "tool_result"]
+    ids = results["tool_call_id"].head(3).tolist()
+    # the boundary goes after the 40th record, linked into the chain like any record
+    at = 40
+    prev = next(r for r in reversed(recs[:at]) if r.get("type") in ("user", "assistant"))
+    nxt = next(i for i in range(at, len(recs)) if recs[i].get("parentUuid") == prev["uuid"])
+    boundary = {"type": "system", "subtype": "microcompact_boundary", "uuid": "mc-1",
+                "parentUuid": prev["uuid"], "isSidechain": False,
+                "sessionId": prev["sessionId"], "timestamp": prev["timestamp"],
+                "content": "Context microcompacted",
+                "microcompactMetadata": {"trigger": "auto", "preTokens": 91234,
+                                         "tokensSaved": 5000, "compactedToolIds": ids}}
+    recs[nxt] = {**recs[nxt], "parentUuid": "mc-1"}
+    p = tmp_path / "mc.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in recs[:at] + [boundary] + recs[at:]),
+                 encoding="utf-8")
+    t = ctxlab.load(p)
+    ev = t.events
+    assert len(ev) == len(whole.events) + 1
+    e = ev.iloc[-1]
+    assert (e["origin"], e["trigger"], int(e["pre_tokens"])) == ("recorded", "auto", 91234)
+    f = t.frame
+    cleared = f[f["tool_call_id"].isin(ids) & (f["kind"] == "tool_result")]
+    assert (cleared["hidden_by"] == e["event"]).sum() == 3
+    new = cleared[cleared["event"] == e["event"]]
+    assert new["content"].tolist() == ["[Old tool result content cleared]"] * 3
+    for _, row in new.iterrows():            # in the place of the result it replaced
+        old = cleared[(cleared["tool_call_id"] == row["tool_call_id"])
+                      & (cleared["hidden_by"] == e["event"])].iloc[0]
+        assert row["msg"] == old["msg"] and row["pos"] > old["pos"]
+    assert t.rewind_recorded().frame["content"].tolist() == whole.frame["content"].tolist()
+    later = t.effective()
+    assert (later["content"] == "[Old tool result content cleared]").sum() == 3

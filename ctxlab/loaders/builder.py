@@ -140,6 +140,37 @@ class SessionBuilder:
         p["meta"].append(clean(to_json(dict(meta))) if meta else None)
         return pid
 
+    def kind_of(self, part: int) -> str:
+        return str(self._parts["kind"][part])
+
+    def parts_of_calls(self, tool_call_ids: set[str], kinds: tuple[str, ...]) -> list[int]:
+        """The visible parts (not hidden, not inserted) of some kinds answering some tool
+        calls, in order."""
+        p = self._parts
+        return [pid for pid, (cid, kind, hid, ev) in enumerate(zip(
+            p["tool_call_id"], p["kind"], p["hidden_by"], p["event"]))
+            if cid in tool_call_ids and kind in kinds and hid is None and ev is None]
+
+    def insert_after(self, part: int, content: str, *, event: int, source: str | None,
+                     meta: Mapping[str, Any] | None = None) -> int:
+        """A part right after ``part``, in its message (same message, turn, role, kind and
+        tool fields), inserted by ``event``: what the event replaced ``part`` with."""
+        p = self._parts
+        pos = p["pos"][part]
+        above = [x for x in p["pos"] if x > pos]
+        pid = self.n_parts
+        for name, col in p.items():
+            col.append(col[part])
+        p["part"][pid] = pid
+        p["pos"][pid] = (pos + min(above)) / 2 if above else pos + 0.5
+        p["content"][pid] = clean(content)
+        p["call"][pid] = None
+        p["hidden_by"][pid] = None
+        p["event"][pid] = event
+        p["source"][pid] = source
+        p["meta"][pid] = clean(to_json(dict(meta))) if meta else None
+        return pid
+
     def hide(self, part_ids: Iterable[int], event: int) -> None:
         """Mark parts as hidden by a (recorded) event."""
         col = self._parts["hidden_by"]

@@ -13,7 +13,12 @@ Lines with model ``<synthetic>`` (made by the CLI, not the API) make parts but n
 Compaction: a ``compact_boundary`` becomes a recorded event (trigger, ``preTokens``) that
 hides every earlier part; the following ``isCompactSummary`` record is a ``summary`` part the
 event inserted. The summarizer's own call (``subagents/agent-acompact-*.jsonl``, read even
-without ``sidechains``) goes into the event's meta as ``summarizer_call``.
+without ``sidechains``) goes into the event's meta as ``summarizer_call``. A
+``microcompact_boundary`` (newer CLIs: old tool results cleared, the conversation goes on)
+becomes a recorded event (``microcompactMetadata``'s trigger and ``preTokens``) that hides
+the results of its ``compactedToolIds`` and puts ``[Old tool result content cleared]`` in
+the place of each, in the same message. (No log here has one; the record's shape is the
+one public readers of these files describe.)
 
 **Real user message** (starts a turn): a ``user`` record, not a sidechain's, that is not
 tool results, not ``isMeta`` (skill/command expansions, caveats, reminders: role user, kind
@@ -59,6 +64,9 @@ IGNORED_TYPES = {
                        "later user record, or was never taken from the queue",
 }
 OFF_CHAIN = "not on the main conversation chain"
+BOUNDARIES = frozenset({"compact_boundary", "microcompact_boundary"})
+CLEARED = "[Old tool result content cleared]"
+"""What Claude Code's microcompaction puts in place of an old tool result's content."""
 
 
 def _queued_prompt(obj: dict[str, Any]) -> bool:
@@ -118,7 +126,7 @@ class _Session:
                                           f"{superseded[line]}")
             elif line not in chain.lines:
                 self.f.ignore(line, kind, OFF_CHAIN if kind in CONVERSATION else type_reason(obj))
-            elif kind not in CONVERSATION and obj.get("subtype") != "compact_boundary":
+            elif kind not in CONVERSATION and obj.get("subtype") not in BOUNDARIES:
                 self.f.ignore(line, kind, type_reason(obj))
             elif kind == "user" and obj.get("isVisibleInTranscriptOnly") and \
                     not obj.get("isCompactSummary"):
@@ -142,6 +150,9 @@ class _Session:
                 self._assistant(item)
             elif item.kind == "results":
                 self._records(item.records, "user", real_user=False)
+            elif item.kind == "boundary" and \
+                    item.records[0][1].get("subtype") == "microcompact_boundary":
+                self._microcompact(*item.records[0])
             elif item.kind == "boundary":
                 self._boundary(*item.records[0], fallback=chain.fallbacks.get(item.records[0][0]))
             elif item.records[0][0] in cats:
@@ -306,6 +317,27 @@ class _Session:
             meta["continued_from_line"] = fallback
         self.pending_event = self._event(line, obj, cm if isinstance(cm, dict) else {}, meta)
         self.f.used(line, "system")
+
+    def _microcompact(self, line: int, obj: dict[str, Any]) -> None:
+        """Claude Code cleared old tool results (``compactedToolIds``): an event hides each
+        and puts the cleared placeholder in its place, in the same message."""
+        mm = obj.get("microcompactMetadata")
+        mm = mm if isinstance(mm, dict) else {}
+        ids = mm.get("compactedToolIds")
+        ids = {i for i in ids if isinstance(i, str)} if isinstance(ids, list) else set()
+        trigger = mm.get("trigger")
+        loc = self.f.loc(line)
+        event = self.b.event(trigger=trigger if isinstance(trigger, str) else None,
+                             pre_tokens=mm.get("preTokens"), origin="recorded", source=loc,
+                             reason="Claude Code microcompaction: old tool results cleared",
+                             meta={"uuid": obj.get("uuid"), "ts": obj.get("timestamp"),
+                                   "microcompact": True, "tokens_saved": mm.get("tokensSaved"),
+                                   "tool_ids": len(ids)})
+        cleared = self.b.parts_of_calls(ids, ("tool_result", "image"))
+        self.b.hide(cleared, event)
+        made = [self.b.insert_after(pid, CLEARED, event=event, source=loc)
+                for pid in cleared if self.b.kind_of(pid) == "tool_result"]
+        self.f.used(line, "system", parts=len(made))
 
     def _event(self, line: int, obj: dict[str, Any], cm: dict[str, Any],
                meta: dict[str, Any]) -> int:
