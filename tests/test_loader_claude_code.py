@@ -610,8 +610,9 @@ def test_prompts_queued_while_the_agent_worked_reach_the_model():
         "claude_code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl"))
     f = t.frame
     queued = f[f["meta"].astype(str).str.contains('"category": "queued"')]
-    assert queued["content"].tolist() == ["check again",
-                                          "new beads for the epic were added. tackle them"]
+    said = claude_code.QUEUED
+    assert queued["content"].tolist() == [said + "check again",
+                                          said + "new beads for the epic were added. tackle them"]
     assert (queued["role"] == "user").all() and (queued["kind"] == "text").all()
     for _, q in queued.iterrows():
         before = f[f["msg"] == q["msg"] - 1]
@@ -665,7 +666,7 @@ def _with_queue(tmp_path: Path, ops: list[dict[str, Any]], at: int = 3) -> ctxla
 def _queued(t: ctxlab.Transcript) -> list[str]:
     f = t.frame
     return f.loc[f["meta"].astype(str).str.contains('"category": "queued"'),
-                 "content"].tolist()
+                 "content"].str.removeprefix(claude_code.QUEUED).tolist()
 
 
 @pytest.mark.parametrize("ops, want", [
@@ -726,3 +727,39 @@ def test_a_microcompaction_clears_the_named_tool_results(tmp_path: Path):
     assert t.rewind_recorded().frame["content"].tolist() == whole.frame["content"].tolist()
     later = t.effective()
     assert (later["content"] == "[Old tool result content cleared]").sum() == 3
+
+
+def test_a_queued_command_attachment_is_the_prompt_and_other_attachments_are_said(
+        tmp_path: Path):
+    """Newer CLIs record a prompt taken into the running turn as an ``attachment`` record
+    (type queued_command) on the chain, then a ``remove``: one user message, not two.
+    Other attachments are reported as ignored with their type; they were skipped as an
+    unknown record type (an error under strict), the chain bridged over them."""
+    lines = (DATASETS_DIR / "coding_session_b.jsonl").read_text(encoding="utf-8").split("\n")
+    recs = [json.loads(x) for x in lines if x.strip()]
+    at = 40
+    prev = next(r for r in reversed(recs[:at]) if r.get("type") in ("user", "assistant"))
+    nxt = next(i for i in range(at, len(recs)) if recs[i].get("parentUuid") == prev["uuid"])
+    base = {"parentUuid": prev["uuid"], "isSidechain": False, "sessionId": prev["sessionId"],
+            "timestamp": prev["timestamp"]}
+    hook = {**base, "type": "attachment", "uuid": "att-1",
+            "attachment": {"type": "hook_success", "content": "ok"}}
+    queued = {**base, "type": "attachment", "uuid": "att-2", "parentUuid": "att-1",
+              "attachment": {"type": "queued_command", "commandMode": "prompt",
+                             "origin": {"kind": "human"}, "prompt": "also run the linter"}}
+    ops = [{"type": "queue-operation", "operation": "enqueue", "sessionId": base["sessionId"],
+            "timestamp": base["timestamp"], "content": "also run the linter"},
+           {"type": "queue-operation", "operation": "remove", "sessionId": base["sessionId"],
+            "timestamp": base["timestamp"]}]
+    recs[nxt] = {**recs[nxt], "parentUuid": "att-2"}
+    p = tmp_path / "att.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in recs[:at] + ops[:1] + [hook, queued]
+                           + ops[1:] + recs[at:]), encoding="utf-8")
+    for strict in (False, True):
+        t = ctxlab.load(p, strict=strict)
+        assert _queued(t) == ["also run the linter"]
+        rep = t.load_report.records.set_index("line")
+        assert rep.loc[at + 2, "status"] == "ignored" and "hook_success" in rep.loc[at + 2,
+                                                                                   "reason"]
+        assert rep.loc[at + 3, "status"] == "used"
+        assert "chain_bridged" not in t.meta

@@ -35,7 +35,11 @@ agent worked is queued (``queue-operation`` ``enqueue``) and, when taken from th
 (``remove``) without a user record of its own, reaches the model with the next request: it
 becomes a user message of its own (a new turn, meta ``category: "queued"``) after the tool
 results written next (spotter 258c7280: Claude Code's summary lists both such prompts
-among the user's messages). Other queue records are reported as ignored.
+among the user's messages), worded as Claude Code hands it over ("The user sent the
+following message: ..."). Newer CLIs record such a prompt as an ``attachment`` of type
+``queued_command`` on the chain: that record is the message. Other queue records, and
+other attachments (the context the CLI builds from them is not in the log), are reported
+as ignored.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
 NAME = "claude_code"
-GRAPH_TYPES = frozenset({"user", "assistant", "system", "progress"})
+GRAPH_TYPES = frozenset({"user", "assistant", "system", "progress", "attachment"})
 IGNORED_TYPES = {
     "file-history-snapshot": "file-history snapshot: undo bookkeeping, not sent to the model",
     "file-history-delta": "file-history delta: undo bookkeeping, not sent to the model",
@@ -66,6 +70,26 @@ IGNORED_TYPES = {
 OFF_CHAIN = "not on the main conversation chain"
 BOUNDARIES = frozenset({"compact_boundary", "microcompact_boundary"})
 CLEARED = "[Old tool result content cleared]"
+QUEUED = "The user sent the following message: "
+"""How Claude Code hands the model a prompt typed while it worked (a meta user message)."""
+
+
+def queued_text(obj: dict[str, Any]) -> str | None:
+    """The prompt of an ``attachment`` record of type ``queued_command`` a person typed
+    (newer CLIs write one for a prompt taken into the running turn), else None."""
+    a = obj.get("attachment") if obj.get("type") == "attachment" else None
+    if not isinstance(a, dict) or a.get("type") != "queued_command" or a.get("isMeta"):
+        return None
+    if a.get("commandMode", "prompt") != "prompt":
+        return None
+    origin = a.get("origin")
+    if isinstance(origin, dict) and origin.get("kind", "human") != "human":
+        return None
+    prompt = a.get("prompt")
+    if isinstance(prompt, list):
+        prompt = "\n\n".join(b.get("text") for b in prompt if isinstance(b, dict)
+                             and b.get("type") == "text" and isinstance(b.get("text"), str))
+    return prompt if isinstance(prompt, str) and prompt.strip() else None
 """What Claude Code's microcompaction puts in place of an old tool result's content."""
 
 
@@ -126,6 +150,8 @@ class _Session:
                                           f"{superseded[line]}")
             elif line not in chain.lines:
                 self.f.ignore(line, kind, OFF_CHAIN if kind in CONVERSATION else type_reason(obj))
+            elif kind == "attachment" and queued_text(obj) is not None:
+                pass
             elif kind not in CONVERSATION and obj.get("subtype") not in BOUNDARIES:
                 self.f.ignore(line, kind, type_reason(obj))
             elif kind == "user" and obj.get("isVisibleInTranscriptOnly") and \
@@ -135,7 +161,7 @@ class _Session:
         items = plan_messages(wanted)
         cats: dict[int, str] = {}
         for item in items:
-            if item.kind == "user":
+            if item.kind == "user" and item.records[0][1].get("type") == "user":
                 line, obj = item.records[0]
                 try:
                     cats[line] = user_category(obj)
@@ -155,6 +181,9 @@ class _Session:
                 self._microcompact(*item.records[0])
             elif item.kind == "boundary":
                 self._boundary(*item.records[0], fallback=chain.fallbacks.get(item.records[0][0]))
+            elif item.records[0][1].get("type") == "attachment":
+                line, obj = item.records[0]
+                self._queued_prompt(line, obj, str(queued_text(obj)), None)
             elif item.records[0][0] in cats:
                 self._user(item, cats, items[i + 1:])
             if item.kind in ("results", "user"):    # sent with these results
@@ -175,13 +204,21 @@ class _Session:
             if before is not None and taken > before:
                 break
             n += 1
-            self.b.message("user", real_user=True)
-            self.b.part("text", str(obj["content"]), role="user",
-                        ts=ts_iso(obj.get("timestamp")), source=self.f.loc(line),
-                        meta={"category": "queued", "taken_at_line": taken})
-            self.f.used(line, "queue-operation", parts=1)
+            self._queued_prompt(line, obj, str(obj["content"]), taken)
             self.f.used(taken, "queue-operation")
         return delivered[n:]
+
+    def _queued_prompt(self, line: int, obj: dict[str, Any], text: str,
+                       taken: int | None) -> None:
+        """A prompt typed while the agent worked, as the model gets it: a user message of
+        its own (a new turn) saying what the user sent."""
+        self.b.message("user", real_user=True)
+        meta: dict[str, Any] = {"category": "queued"}
+        if taken is not None:
+            meta["taken_at_line"] = taken
+        self.b.part("text", QUEUED + text, role="user", ts=ts_iso(obj.get("timestamp")),
+                    source=self.f.loc(line), meta=meta)
+        self.f.used(line, str(obj.get("type")), parts=1)
 
     # ---- records -> parts ------------------------------------------------------------
     def _specs(self, line: int, obj: dict[str, Any], role: str) -> list[dict[str, Any]]:
@@ -388,6 +425,9 @@ def delivered_prompts(records: list[Record]) -> list[tuple[int, int, dict[str, A
         said.extend((line, (b if isinstance(b, str) else str(b.get("text"))).strip())
                     for b in blocks
                     if isinstance(b, str) or isinstance(b, dict) and b.get("type") == "text")
+        text = queued_text(obj)
+        if text is not None:            # a newer CLI's record of the taken prompt
+            said.append((line, text.strip()))
     later: dict[str, int] = {}               # text -> its last user record's line
     for line, text in said:
         later[text] = line

@@ -388,6 +388,11 @@ def type_reason(obj: dict[str, Any]) -> str:
         return f"progress ({sub}): UI progress, not sent to the model"
     if kind == "system":
         return f"system ({obj.get('subtype')}): CLI status record, not sent to the model"
+    if kind == "attachment":
+        a = obj.get("attachment")
+        sub = a.get("type") if isinstance(a, dict) else None
+        return (f"attachment ({sub}): the context the CLI adds from it is not rebuilt (its "
+                "wording is not in the log)")
     return f"{kind}: not sent to the model"
 
 
