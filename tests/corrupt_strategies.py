@@ -74,6 +74,18 @@ def expected_wheres(data: bytes, *, jsonl: bool = False,
     return None
 
 
+def record_wheres(t: Transcript) -> list[str]:
+    """The report's locators of whole records: an entry for a piece of a record (``line 18
+    replacement_history[2]``, a left-out tool request) must sit beside its record's own
+    entry, and is checked so here, then left out."""
+    got = t.load_report.records["where"].astype(str).tolist()
+    whole = [w for w in got if len(w.split(" ")) <= 2]
+    for w in got:
+        if len(w.split(" ")) > 2 and w.startswith("line "):
+            assert " ".join(w.split(" ")[:2]) in whole, f"{w}: its record has no entry"
+    return sorted(whole)
+
+
 def assert_accounts(t: Transcript, expected: list[str]) -> None:
     """Each expected record has exactly one report entry; no entry is unaccounted."""
     got = wheres(t)

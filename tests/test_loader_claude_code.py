@@ -629,6 +629,8 @@ def test_prompts_queued_while_the_agent_worked_reach_the_model():
 
 
 def test_a_queued_prompt_sent_as_a_record_or_never_taken_is_not_added(tmp_path: Path):
+    """A prompt dequeued (sent as a turn of its own: the user record follows) or left
+    in the queue adds nothing; a user record with its text while it is queued is it."""
     lines = (DATASETS_DIR / "coding_session_b.jsonl").read_text(encoding="utf-8").split("\n")
     recs = [json.loads(x) for x in lines if x.strip()]
     user = next(r for r in recs[5:] if r.get("type") == "user"
@@ -636,7 +638,7 @@ def test_a_queued_prompt_sent_as_a_record_or_never_taken_is_not_added(tmp_path: 
     sid = recs[0].get("sessionId")
     extra = [{"type": "queue-operation", "operation": "enqueue", "sessionId": sid,
               "timestamp": "2026-01-01T00:00:00Z", "content": user["message"]["content"]},
-             {"type": "queue-operation", "operation": "remove", "sessionId": sid,
+             {"type": "queue-operation", "operation": "dequeue", "sessionId": sid,
               "timestamp": "2026-01-01T00:00:01Z"},
              {"type": "queue-operation", "operation": "enqueue", "sessionId": sid,
               "timestamp": "2026-01-01T00:00:02Z", "content": "never taken"}]
@@ -763,3 +765,79 @@ def test_a_queued_command_attachment_is_the_prompt_and_other_attachments_are_sai
                                                                                    "reason"]
         assert rep.loc[at + 3, "status"] == "used"
         assert "chain_bridged" not in t.meta
+
+
+def test_queue_edge_cases_from_a_fuzz(tmp_path: Path):
+    """A queued "yes" taken by a remove is a prompt even though the user types "yes"
+    again later; a task notification queued before another prompt is not what a later
+    remove takes; an unreadable timestamp on a queued prompt is reported, not a crash; a
+    queue record with a uuid is still reported as used."""
+    later = [{"operation": "enqueue", "content": "yes"}, {"operation": "remove"}]
+    t = _with_queue(tmp_path, later)
+    assert _queued(t) == ["yes"]
+    note = [{"operation": "enqueue", "content": "<task-notification>\n<task-id>x</task-id>"},
+            {"operation": "enqueue", "content": "tackle them"}, {"operation": "remove"}]
+    assert _queued(_with_queue(tmp_path, note)) == ["tackle them"]
+    bad = [{"operation": "enqueue", "content": "stop", "timestamp": 1e20},
+           {"operation": "remove"}]
+    t = _with_queue(tmp_path, bad)
+    rep = t.load_report.records
+    assert _queued(t) == [] and (rep.loc[rep["record"] == "queue-operation", "status"]
+                                 == "skipped").sum() == 1
+    uuid = [{"operation": "enqueue", "content": "stop", "uuid": "q1"}, {"operation": "remove"}]
+    t = _with_queue(tmp_path, uuid)
+    rep = t.load_report.records
+    assert _queued(t) == ["stop"]
+    assert rep.loc[rep["record"] == "queue-operation", "status"].tolist() == ["used", "used"]
+    assert int(rep["parts"].sum()) == len(t.frame)
+
+
+def test_a_microcompaction_before_a_compaction_keeps_its_results_cleared(tmp_path: Path):
+    """The compaction hides every earlier part: it took over the results the
+    microcompaction had hidden, so between the two they were sent twice (in full and as
+    the placeholder). The first event to hide a part keeps it."""
+    lines = (DATASETS_DIR / "coding_session.jsonl").read_text(encoding="utf-8").split("\n")
+    recs = [json.loads(x) for x in lines if x.strip()]
+    whole = ctxlab.load(DATASETS_DIR / "coding_session.jsonl")
+    ids = whole.frame.loc[whole.frame["kind"] == "tool_result", "tool_call_id"].head(2).tolist()
+    # before a prompt of the user's, well before the compaction
+    nxt = next(i for i in range(40, len(recs)) if recs[i].get("type") == "user"
+               and isinstance(recs[i]["message"]["content"], str))
+    at = nxt
+    prev = next(r for r in recs if r.get("uuid") == recs[nxt]["parentUuid"])
+    mc = {"type": "system", "subtype": "microcompact_boundary", "uuid": "mc-1",
+          "parentUuid": prev["uuid"], "isSidechain": False, "sessionId": prev["sessionId"],
+          "timestamp": prev["timestamp"],
+          "microcompactMetadata": {"trigger": "auto", "preTokens": 50000,
+                                   "compactedToolIds": ids}}
+    recs[nxt] = {**recs[nxt], "parentUuid": "mc-1"}
+    p = tmp_path / "mc.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in recs[:at] + [mc] + recs[at:]),
+                 encoding="utf-8")
+    t = ctxlab.load(p)
+    micro = int(t.events["event"].iloc[0])
+    f = t.frame
+    olds = f[f["tool_call_id"].isin(ids) & (f["kind"] == "tool_result") & f["event"].isna()]
+    assert (olds["hidden_by"] == micro).all() and len(olds) == 2
+    assert len(t.events) == len(whole.events) + 1
+
+
+def test_a_message_without_its_parent_after_a_boundary_or_attachment_keeps_it(
+        tmp_path: Path):
+    lines = (DATASETS_DIR / "coding_session_b.jsonl").read_text(encoding="utf-8").split("\n")
+    recs = [json.loads(x) for x in lines if x.strip()]
+    whole = ctxlab.load(DATASETS_DIR / "coding_session_b.jsonl")
+    ids = whole.frame.loc[whole.frame["kind"] == "tool_result", "tool_call_id"].head(2).tolist()
+    at = 40
+    prev = next(r for r in reversed(recs[:at]) if r.get("type") in ("user", "assistant"))
+    nxt = next(i for i in range(at, len(recs)) if recs[i].get("parentUuid") == prev["uuid"])
+    mc = {"type": "system", "subtype": "microcompact_boundary", "uuid": "mc-1",
+          "parentUuid": prev["uuid"], "isSidechain": False, "sessionId": prev["sessionId"],
+          "timestamp": prev["timestamp"],
+          "microcompactMetadata": {"trigger": "auto", "compactedToolIds": ids}}
+    recs[nxt] = {k: v for k, v in recs[nxt].items() if k != "parentUuid"}
+    p = tmp_path / "mc.jsonl"
+    p.write_text("\n".join(json.dumps(r) for r in recs[:at] + [mc] + recs[at:]),
+                 encoding="utf-8")
+    t = ctxlab.load(p)
+    assert len(t.events) == 1 and t.meta["chain_bridged"] == {f"mc.jsonl:{nxt + 2}": at + 1}

@@ -16,7 +16,7 @@ import ctxlab
 from ctxlab.errors import LoadError
 from ctxlab.loaders import codex
 from conftest import realdata_path
-from corrupt_strategies import corrupt, corruptions, expected_wheres
+from corrupt_strategies import corrupt, corruptions, expected_wheres, record_wheres
 from golden import check_golden
 
 REAL = "codex_cli/vibecodingtracker/codex.jsonl"
@@ -408,8 +408,7 @@ def test_corruption_is_reported_or_raises(cs: list[Any]) -> None:
             t = ctxlab.load(p, format="codex")
         except LoadError:
             return
-        assert sorted(t.load_report.records["where"]) == \
-            sorted(expected_wheres(data, jsonl=True))
+        assert record_wheres(t) == sorted(expected_wheres(data, jsonl=True))
         t.validate()
 
 

@@ -385,3 +385,14 @@ def test_messages_without_ids_at_one_timestamp_stay_apart(tmp_path: Path) -> Non
     assert t.frame["content"].tolist() == ["first question", "first answer",
                                            "second question", "second answer"]
     assert len(t.calls) == 2
+
+
+def test_a_message_whose_type_is_no_string_is_reported(tmp_path: Path) -> None:
+    src = realdata_path("gemini_cli/vibecodingtracker/gemini.jsonl")
+    lines = src.read_text(encoding="utf-8").split("\n")
+    lines.insert(2, json.dumps({"type": ["user"], "timestamp": "2026-04-23T12:53:03.000Z"}))
+    p = tmp_path / "gemini.jsonl"
+    p.write_text("\n".join(lines), encoding="utf-8")
+    t = ctxlab.load(p)
+    rep = t.load_report.records.set_index("line")
+    assert rep.loc[3, "status"] == "skipped"

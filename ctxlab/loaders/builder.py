@@ -7,6 +7,7 @@ validated `Transcript`.
 
 from __future__ import annotations
 
+import bisect
 import json
 from typing import Any, Iterable, Mapping
 
@@ -82,6 +83,8 @@ class SessionBuilder:
         self.turn = 0
         self._call_index: dict[str, int] = {}
         self._refused_counts: list[tuple[int, list[Any]]] = []
+        self._sorted_pos: list[float] = []          # every part's position, ascending
+        self._by_call_id: dict[str, list[int]] = {}  # tool_call_id -> its parts
         refused_counts()            # what an earlier load in this thread left
 
     # ---- messages and parts -------------------------------------------------------------
@@ -124,6 +127,9 @@ class SessionBuilder:
         p["session"].append(self.session)
         p["part"].append(pid)
         p["pos"].append(float(pid) if pos is None else float(pos))
+        bisect.insort(self._sorted_pos, p["pos"][-1])     # appended ones: at the end
+        if tool_call_id is not None:
+            self._by_call_id.setdefault(str(tool_call_id), []).append(pid)
         p["msg"].append(self._msg)
         p["turn"].append(self.turn)
         p["role"].append(role or self._role)
@@ -147,9 +153,9 @@ class SessionBuilder:
         """The visible parts (not hidden, not inserted) of some kinds answering some tool
         calls, in order."""
         p = self._parts
-        return [pid for pid, (cid, kind, hid, ev) in enumerate(zip(
-            p["tool_call_id"], p["kind"], p["hidden_by"], p["event"]))
-            if cid in tool_call_ids and kind in kinds and hid is None and ev is None]
+        found = sorted(pid for cid in tool_call_ids for pid in self._by_call_id.get(cid, ()))
+        return [pid for pid in found if p["kind"][pid] in kinds and p["hidden_by"][pid] is None
+                and p["event"][pid] is None]
 
     def insert_after(self, part: int, content: str, *, event: int, source: str | None,
                      meta: Mapping[str, Any] | None = None) -> int:
@@ -157,12 +163,17 @@ class SessionBuilder:
         tool fields), inserted by ``event``: what the event replaced ``part`` with."""
         p = self._parts
         pos = p["pos"][part]
-        above = [x for x in p["pos"] if x > pos]
+        i = bisect.bisect_right(self._sorted_pos, pos)
         pid = self.n_parts
         for name, col in p.items():
             col.append(col[part])
         p["part"][pid] = pid
-        p["pos"][pid] = (pos + min(above)) / 2 if above else pos + 0.5
+        p["pos"][pid] = (pos + self._sorted_pos[i]) / 2 if i < len(self._sorted_pos) \
+            else pos + 0.5
+        bisect.insort(self._sorted_pos, p["pos"][pid])
+        cid = p["tool_call_id"][pid]
+        if cid is not None:
+            self._by_call_id.setdefault(str(cid), []).append(pid)
         p["content"][pid] = clean(content)
         p["call"][pid] = None
         p["hidden_by"][pid] = None
@@ -172,10 +183,12 @@ class SessionBuilder:
         return pid
 
     def hide(self, part_ids: Iterable[int], event: int) -> None:
-        """Mark parts as hidden by a (recorded) event."""
+        """Mark parts as hidden by a (recorded) event; a part an earlier event hid stays
+        that event's (undoing the later one does not bring it back)."""
         col = self._parts["hidden_by"]
         for pid in part_ids:
-            col[pid] = event
+            if col[pid] is None:
+                col[pid] = event
 
     # ---- calls ------------------------------------------------------------------------
     def call(self, *, call_id: str | None = None, model: str | None = None,

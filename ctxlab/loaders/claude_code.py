@@ -50,7 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxlab.loaders.builder import SessionBuilder, assemble, file_path_from_args, tool_call_text
-from ctxlab.loaders.claude_code_chain import (CONVERSATION, Item, Record, RecordFile,
+from ctxlab.loaders.claude_code_chain import (CONVERSATION, NOTIFICATION_PREFIX, Item, Record,
+                                              RecordFile,
                                               content_blocks, message_id, parse_ts,
                                               plan_messages, select_chain, sidechain_groups,
                                               summarizer_call, text_field, type_reason,
@@ -145,6 +146,8 @@ class _Session:
         self.bridged = {f"{self.f.path.name}:{line}": prev for line, prev in chain.bridged.items()}
         for line, obj in nodes:
             kind = str(obj.get("type"))
+            if kind == "queue-operation":       # decided when the session is built
+                continue
             if line in superseded:
                 self.f.ignore(line, kind, f"duplicate uuid: superseded by the copy at line "
                                           f"{superseded[line]}")
@@ -212,12 +215,17 @@ class _Session:
                        taken: int | None) -> None:
         """A prompt typed while the agent worked, as the model gets it: a user message of
         its own (a new turn) saying what the user sent."""
+        try:
+            ts = ts_iso(obj.get("timestamp"))
+        except SHAPE_ERRORS as e:
+            self.f.skip(line, str(obj.get("type")), f"unexpected shape: {e!r}")
+            return
         self.b.message("user", real_user=True)
         meta: dict[str, Any] = {"category": "queued"}
         if taken is not None:
             meta["taken_at_line"] = taken
-        self.b.part("text", QUEUED + text, role="user", ts=ts_iso(obj.get("timestamp")),
-                    source=self.f.loc(line), meta=meta)
+        self.b.part("text", QUEUED + text, role="user", ts=ts, source=self.f.loc(line),
+                    meta=meta)
         self.f.used(line, str(obj.get("type")), parts=1)
 
     # ---- records -> parts ------------------------------------------------------------
@@ -411,34 +419,36 @@ class _Session:
 def delivered_prompts(records: list[Record]) -> list[tuple[int, int, dict[str, Any]]]:
     """The prompts the user queued while the agent worked that reached the model without
     a user record of their own: ``(line taken from the queue, enqueue line, record)``, in
-    order. Each ``enqueue`` ends in one of: ``remove`` (taken into the running turn: here,
-    the oldest queued prompt, or the one with the text it carries), ``dequeue`` (sent as a
-    new turn: a user record follows) or ``popAll`` (every queued prompt back to the input
-    box). A prompt that a later user record holds (a task notification) arrives as that
-    record instead."""
-    said: list[tuple[int, str]] = []        # (line, text) of every user record's texts
-    for line, obj in records:
-        msg = obj.get("message") if obj.get("type") == "user" else None
-        content = msg.get("content") if isinstance(msg, dict) else None
-        blocks = [content] if isinstance(content, str) else content if isinstance(
-            content, list) else []
-        said.extend((line, (b if isinstance(b, str) else str(b.get("text"))).strip())
-                    for b in blocks
-                    if isinstance(b, str) or isinstance(b, dict) and b.get("type") == "text")
-        text = queued_text(obj)
-        if text is not None:            # a newer CLI's record of the taken prompt
-            said.append((line, text.strip()))
-    later: dict[str, int] = {}               # text -> its last user record's line
-    for line, text in said:
-        later[text] = line
+    order. In file order, each queued prompt ends in one of: ``remove`` (taken into the
+    running turn: the oldest queued prompt, or the one with the text it carries),
+    ``dequeue`` (sent as a new turn: a user record follows), ``popAll`` (every queued
+    prompt back to the input box), or a user record holding its text while it is queued.
+    A task notification is queued too but always arrives as a record of its own; a file
+    that records taken prompts as ``queued_command`` attachments (newer CLIs) has its
+    prompts there, and its removes take nothing more."""
+    if any(queued_text(obj) is not None for _, obj in records):
+        return []
     pending: list[Record] = []
     out: list[tuple[int, int, dict[str, Any]]] = []
     for line, obj in records:
-        if obj.get("type") != "queue-operation":
+        kind = obj.get("type")
+        if kind == "user":
+            msg = obj.get("message")
+            content = msg.get("content") if isinstance(msg, dict) else None
+            blocks = [content] if isinstance(content, str) else content if isinstance(
+                content, list) else []
+            texts = {(b if isinstance(b, str) else str(b.get("text"))).strip() for b in blocks
+                     if isinstance(b, str) or isinstance(b, dict) and b.get("type") == "text"}
+            at = next((k for k, (_, o) in enumerate(pending)
+                       if str(o.get("content")).strip() in texts), None)
+            if at is not None:          # sent as this record
+                pending.pop(at)
+            continue
+        if kind != "queue-operation":
             continue
         op, text = obj.get("operation"), obj.get("content")
         if op == "enqueue" and isinstance(text, str) and text.strip() \
-                and later.get(text.strip(), 0) < line:
+                and not text.lstrip().startswith(NOTIFICATION_PREFIX):
             pending.append((line, obj))
         elif op == "remove":
             given = text.strip() if isinstance(text, str) else ""
@@ -447,8 +457,8 @@ def delivered_prompts(records: list[Record]) -> list[tuple[int, int, dict[str, A
             if at is not None:
                 line0, obj0 = pending.pop(at)
                 out.append((line, line0, obj0))
-            elif given:             # the text it took, though its enqueue is not in the file
-                out.append((line, line, obj))
+            elif given and not given.startswith(NOTIFICATION_PREFIX):
+                out.append((line, line, obj))   # its enqueue is not in the file
         elif op == "dequeue" and pending:
             pending.pop(0)
         elif op == "popAll":

@@ -175,8 +175,9 @@ def select_chain(nodes: list[Record], *, flat: bool = False,
     by_line = {ln: obj for ln, obj in nodes}
     # where a chain broken by a lost line may go on: messages and compaction boundaries
     anchors = [ln for ln, obj in nodes if ln not in superseded and (
-        obj.get("type") in CONVERSATION or (obj.get("type") == "system"
-                                            and obj.get("subtype") == "compact_boundary"))]
+        obj.get("type") in CONVERSATION or obj.get("type") == "attachment" or (
+            obj.get("type") == "system"
+            and obj.get("subtype") in ("compact_boundary", "microcompact_boundary")))]
     line, seen = conv_lines[-1], set()
     while line is not None and line not in seen:
         seen.add(line)

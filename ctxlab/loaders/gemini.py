@@ -331,7 +331,8 @@ def _keys(entries: list[Entry]) -> list[tuple[int, Any]]:
         is_msg = isinstance(rec, dict) and "type" in rec and isinstance(rec.get("id"), str)
         keys.append((seg, rec["id"]) if is_msg else (seg, i))
         stamps.append((seg, rec["type"], rec["timestamp"]) if isinstance(rec, dict)
-                      and "type" in rec and isinstance(rec.get("timestamp"), str) else None)
+                      and isinstance(rec.get("type"), str)
+                      and isinstance(rec.get("timestamp"), str) else None)
     out = list(keys)
     by_stamp: dict[Any, list[int]] = {}
     for i, stamp in enumerate(stamps):
