@@ -81,19 +81,28 @@ _SEG = r"[A-Za-z_][\w-]*\w"
 _NOT_TICKET = "(?:UTF|UCS|SHA|MD|ISO|CP|HTTP|TLS|SSL|AES|RSA|CRC|BASE|IEC|LATIN)"
 """Names followed by a dash and digits that are encodings, algorithms or protocols
 (``UTF-8``, ``SHA-256``, ``ISO-8859``), not ticket ids."""
-_PLAIN = r"(?:[a-z]+|[A-Z][a-z]+)(?=[\s,;:!?)\"'\]]|$)"  # a prose word: no token starts here
+_PLAIN = r"(?:[a-z]++|[A-Z][a-z]++)(?=[\s,;:!?)\"'\]]|$)"  # a prose word: no token starts here
+_UNIT_FIRST = "%abcdefghiklmpqrstuwy"
+"""The first letters of `_UNIT`'s spellings (and ``%``)."""
+# Each lookahead marked "(only a shortcut)" is implied by what follows it: it changes no
+# match, it only lets most positions (prose words, numbers without a unit) fail early
 _TOKENS = (
-    r"(?m)(?<!\w)(?=[\w~./$€£¥#])(?:"
+    r"(?m)(?<!\w)(?=[\w~./$€£¥#])"
+    # (only a shortcut) a prose word starts no token but ``port 80`` or a date
+    rf"(?=[Pp]ort[ =:]|{_MONTH}|(?!{_PLAIN}))(?:"
     # dates that start with the day; numbers, qualified by digits, unit, currency, port or #
     rf"(?<![\w.-])(?P<d1>[0-3]?\d)\s+(?P<m1>{_MONTH})\.?,?\s+(?P<y1>\d{{4}})(?!\w)"
-    r"|(?:(?P<mark>\b[Pp]ort[ =:]|#)|(?<![\w.,-])(?<!\w\[)"
+    # (only a shortcut) a number starts with its mark, currency sign or digit
+    r"|(?=[Pp#$€£¥]|\d)(?:(?P<mark>\b[Pp]ort[ =:]|#)|(?<![\w.,-])(?<!\w\[)"
     # not a line-number gutter: ``1475:`` opening a line (``404: Not Found`` is no gutter),
     # ``x.py:1143:`` after a file name (grep -n; ``localhost:5432:`` is a port)
     r"(?!^\d+[:-](?!\d)(?! \S)|(?:(?<=\.\w:)|(?<=\.\w\w:)|(?<=\.\w\w\w:)|(?<=\.\w{4}:)"
     r"|(?<=\.\w{5}:))\d+:(?:\d+:)?(?!\d)))(?P<cur>[$€£¥])?"
     r"(?P<num>(?<!\d:)\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)(?![.,]\d|-\d|\.[A-Za-z]|%\])"
     r"(?:(?P<mult>[kK]|M)(?![A-Za-z]))?"
-    rf"(?:\s?(?P<unit>(?i:{_UNIT}))(?!\w))?(?![\w→\t]|/(?:[\w.@+-]+/){{0,64}}[\w.@+-]*\.[A-Za-z])"
+    # (only a shortcut) the first letter of a unit, before trying every spelling
+    rf"(?:\s?(?=(?i:[{_UNIT_FIRST}]))(?P<unit>(?i:{_UNIT}))(?!\w))?"
+    r"(?![\w→\t]|/(?:[\w.@+-]+/){0,64}[\w.@+-]*\.[A-Za-z])"
     rf"|(?P<m2>{_MONTH})\.?\s+(?P<d2>[0-3]?\d)(?:st|nd|rd|th)?,?\s+(?P<y2>\d{{4}})(?!\w)"
     rf"|(?!{_PLAIN})(?:"
     # paths: absolute (2+ segments or an extension), relative with an extension, bare file
@@ -316,6 +325,7 @@ def artifact_ids(texts: pd.Series, *, user: pd.Series | None = None
     keys = list(zip(values, flags))
     with _LOCK:        # ids stay valid for the whole call (a Dask worker runs threads)
         if len(_KIND_OF) > ARTIFACT_IDS_MAX:
+            _GENERATION[0] += 1
             _CACHE.clear()
             _ID_OF.clear()
             _KIND_OF.clear()
@@ -357,6 +367,12 @@ def _lookup(table: list[str], ids: np.ndarray) -> np.ndarray:
     return arr[np.asarray(ids, dtype=np.int64)]
 
 
+def ids_generation() -> int:
+    """How many times the ids started again (`ARTIFACT_IDS_MAX`): ids from an earlier
+    generation mean nothing now."""
+    return _GENERATION[0]
+
+
 def path_ids(values: list[str]) -> np.ndarray:
     """The artifact ids of some paths (new ones are numbered)."""
     with _LOCK:
@@ -390,6 +406,7 @@ _KIND_OF: list[str] = []
 _VALUE_OF: list[str] = []
 _LOCK = threading.Lock()
 _ARRAYS: dict[int, np.ndarray] = {}     # _KIND_OF / _VALUE_OF as arrays, by id
+_GENERATION = [0]                       # `ids_generation`
 
 
 def _findall(text: pd.Series, pattern: re.Pattern[str],

@@ -18,6 +18,7 @@ The extraction rules are in `ctxlab.artifacts`.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -25,8 +26,8 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.artifacts import (ARTIFACT_KINDS, artifact_ids, artifact_kinds,  # noqa: F401
-                              artifact_values, artifacts, artifacts_cached, instruction_rows,
-                              path_ids as _path_ids)
+                              artifact_values, artifacts, artifacts_cached, ids_generation,
+                              instruction_rows, path_ids as _path_ids)
 from ctxlab.errors import ConfigError
 from ctxlab.schema import HISTORY_EDITS, Transcript  # noqa: F401 (HISTORY_EDITS re-exported)
 from ctxlab.visibility import part_spans
@@ -91,14 +92,39 @@ def one_spelling(ids: np.ndarray, scode: np.ndarray) -> np.ndarray:
     codes = scode[order]
     cuts = np.flatnonzero(np.diff(codes)) + 1
     for mine in np.split(order, cuts):
-        distinct = np.unique(ids[mine])
-        mapped = _spellings(artifact_values(distinct).tolist())
-        if mapped:
-            new = dict(zip(mapped, _path_ids(list(mapped.values())).tolist()))
-            old = dict(zip(artifact_values(distinct).tolist(), distinct.tolist()))
-            swap = {old[v]: new[v] for v in mapped}
-            out[mine] = [swap.get(i, i) for i in ids[mine].tolist()]
+        distinct, inverse = np.unique(ids[mine], return_inverse=True)
+        spelled = _spelled(distinct)
+        if spelled is not None:
+            out[mine] = spelled[inverse]
     return out
+
+
+def _spelled(distinct: np.ndarray) -> np.ndarray | None:
+    """The id each of a session's distinct path ids (ascending) becomes (`_spellings`),
+    None when none changes; remembered for the last `SPELLINGS_KEPT` sets of paths (every
+    replay of a session has the same paths, or nearly)."""
+    key, generation = distinct.tobytes(), ids_generation()
+    with _SPELLED_LOCK:
+        got = _SPELLED.get(key)
+    if got is not None and got[0] == generation:
+        return got[1]
+    values = artifact_values(distinct).tolist()
+    mapped = _spellings(values)
+    spelled = None
+    if mapped:
+        new = dict(zip(mapped, _path_ids(list(mapped.values())).tolist()))
+        spelled = np.array([new.get(v, i) for v, i in zip(values, distinct.tolist())],
+                           dtype=np.int64)
+    with _SPELLED_LOCK:     # a Dask worker runs threads
+        _SPELLED[key] = (generation, spelled)
+        while len(_SPELLED) > SPELLINGS_KEPT:
+            del _SPELLED[next(iter(_SPELLED))]
+    return spelled
+
+
+SPELLINGS_KEPT = 64
+_SPELLED: dict[bytes, tuple[int, np.ndarray | None]] = {}
+_SPELLED_LOCK = threading.Lock()
 
 
 def _spellings(values: list[str]) -> dict[str, str]:
@@ -142,10 +168,11 @@ def _base_spans(f: pd.DataFrame, ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
 
 
 def _stabbed(q_key: np.ndarray, q: np.ndarray, key: np.ndarray, lo: np.ndarray,
-             hi: np.ndarray) -> np.ndarray:
+             hi: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
     """For each query ``(key, q)``: does an interval of that key have ``lo < q <= hi``?
+    (``rows``: interval i's bounds are ``lo[rows[i]]``, ``hi[rows[i]]``, per-row arrays.)
 
-    One sort and one ``merge_asof``: the largest ``hi`` among intervals with ``lo < q``.
+    One sort and one search: the largest ``hi`` among intervals with ``lo < q``.
 
     Example:
         >>> _stabbed(np.array([0, 0, 1]), np.array([1.5, 3.0, 1.5]), np.array([0, 1]),
@@ -153,21 +180,27 @@ def _stabbed(q_key: np.ndarray, q: np.ndarray, key: np.ndarray, lo: np.ndarray,
         [True, False, False]
     """
     out = np.zeros(len(q), dtype=bool)
+    lo, hi, q = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float), q.astype(float)
+    # one integer scale for every bound and query (any order-keeping one gives the same
+    # answers): ranked once per row, not once per interval
+    scale = np.unique(np.concatenate([lo, hi, q]))
+    lo_r, hi_r = np.searchsorted(scale, lo), np.searchsorted(scale, hi)
     ok = lo < hi
+    if rows is not None:
+        lo_r, hi_r, ok = lo_r[rows], hi_r[rows], ok[rows]
     if not len(q) or not ok.any():
         return out
-    key, lo, hi = key[ok].astype(np.int64), lo[ok].astype(float), hi[ok].astype(float)
-    # one integer scale for every bound and query, then (key, value) as one integer
-    _, rank = np.unique(np.concatenate([lo, hi, q.astype(float)]), return_inverse=True)
-    n, m = len(lo), int(rank.max()) + 1
-    lo_r, hi_r, q_r = rank[:n], rank[n:2 * n], rank[2 * n:]
-    order = np.lexsort((lo_r, key))
+    key, lo_r, hi_r = key[ok].astype(np.int64), lo_r[ok], hi_r[ok]
+    q_r, m = np.searchsorted(scale, q), len(scale) + 1
+    # (key, value) as one integer; ties in it may come in any order (only the largest hi
+    # up to the last of a tie counts)
+    lo_k = key * m + lo_r
+    order = np.argsort(lo_k)
     k_s = key[order]
     # the largest hi so far within each key (keys ascending: earlier keys stay below)
     best = np.maximum.accumulate(k_s * m + hi_r[order]) - k_s * m
     # the intervals of a query's key with lo < q come just before (key, q) in that order
-    at = np.searchsorted(k_s * m + lo_r[order], q_key.astype(np.int64) * m + q_r,
-                         side="left") - 1
+    at = np.searchsorted(lo_k[order], q_key.astype(np.int64) * m + q_r, side="left") - 1
     hit = at >= 0
     hit[hit] = k_s[at[hit]] == q_key[hit]
     out[hit] = best[at[hit]] >= q_r[hit]
@@ -221,6 +254,20 @@ def needed_facts_df(t: Transcript, *, kinds: Iterable[str] | None = None) -> pd.
 def _needed(t: Transcript, chosen: tuple[str, ...]) -> pd.DataFrame:
     """The needed artifacts of every call (``session``, ``kind``, ``value``, ``aid``,
     ``call``, ``input_end_pos``, ``missing``), unordered: `needed_facts_df`'s rows."""
+    occ, at, aid, call, q, missing = _needed_arrays(t, chosen)
+    return pd.DataFrame({"session": pd.Series(occ["session"].to_numpy(dtype=object)[at],
+                                              dtype=object),
+                         "kind": pd.Series(occ["kind"].to_numpy(dtype=object)[at], dtype=object),
+                         "value": pd.Series(occ["value"].to_numpy(dtype=object)[at],
+                                            dtype=object),
+                         "aid": aid[at], "call": call[at].astype(np.int64),
+                         "input_end_pos": q, "missing": missing})
+
+
+def _needed_arrays(t: Transcript, chosen: tuple[str, ...]) -> tuple[Any, ...]:
+    """`_needed`'s rows as arrays: the occurrences, the positions in them of the needed
+    artifacts (``at``), every occurrence's ``aid`` and ``call``, and per needed artifact
+    its call's ``input_end_pos`` and whether it was missing."""
     f = t.frame
     occ = _occurrences(t)
     if set(chosen) != set(ARTIFACT_KINDS):
@@ -244,16 +291,9 @@ def _needed(t: Transcript, chosen: tuple[str, ...]) -> pd.DataFrame:
                       calls["call"].to_numpy(dtype=np.int64, na_value=-1))
     at, end_of = at[end_of >= 0], end_of[end_of >= 0]
     q = calls["input_end_pos"].to_numpy(dtype=float)[end_of]
-    stated = _stabbed(aid[at], q, aid, base_lo[rows], base_hi[rows])
-    seen = _stabbed(aid[at], q, aid, lo[rows], hi[rows])
-    at = at[stated]
-    return pd.DataFrame({"session": pd.Series(occ["session"].to_numpy(dtype=object)[at],
-                                              dtype=object),
-                         "kind": pd.Series(occ["kind"].to_numpy(dtype=object)[at], dtype=object),
-                         "value": pd.Series(occ["value"].to_numpy(dtype=object)[at],
-                                            dtype=object),
-                         "aid": aid[at], "call": call[at].astype(np.int64),
-                         "input_end_pos": q[stated], "missing": ~seen[stated]})
+    stated = _stabbed(aid[at], q, aid, base_lo, base_hi, rows)
+    seen = _stabbed(aid[at], q, aid, lo, hi, rows)
+    return occ, at[stated], aid, call, q[stated], ~seen[stated]
 
 
 def _first(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -399,6 +439,20 @@ def _lost(t: Transcript, include_recorded: bool) -> tuple[pd.DataFrame, pd.DataF
     """The distinct artifacts each measured event hid (``session``, ``event``, ``stage``,
     ``kind``, ``aid``, ``q``, ``retained``), and the measured events (``session``,
     ``event``, ``stage``, ``q``): `retention_df`'s input."""
+    occ, at, ev_of, events, q, retained = _lost_arrays(t, include_recorded)
+    lost = pd.DataFrame({"session": occ["session"].to_numpy(dtype=object)[at],
+                         "event": events["event"].to_numpy()[ev_of],
+                         "stage": events["stage"].to_numpy()[ev_of],
+                         "kind": occ["kind"].to_numpy(dtype=object)[at],
+                         "aid": occ["aid"].to_numpy(dtype=np.int64)[at],
+                         "q": q, "retained": retained})
+    return lost, events
+
+
+def _lost_arrays(t: Transcript, include_recorded: bool) -> tuple[Any, ...]:
+    """`_lost`'s rows as arrays: the occurrences, the positions in them of the lost
+    artifacts (``at``) and of their events in the measured events (``ev_of``), those
+    events, and per lost artifact its event's ``q`` and whether it was retained."""
     f, skip = t.frame, HISTORY_EDITS | (set() if include_recorded else {"recorded"})
     occ = _occurrences(t)
     rows = occ["row"].to_numpy(dtype=np.int64)
@@ -433,12 +487,7 @@ def _lost(t: Transcript, include_recorded: bool) -> tuple[pd.DataFrame, pd.DataF
     first = _first(ev_of, aid[at])
     at, ev_of = at[first], ev_of[first]
     q = events["q"].to_numpy(dtype=float)[ev_of]
-    lost = pd.DataFrame({"session": occ["session"].to_numpy(dtype=object)[at],
-                         "event": events["event"].to_numpy()[ev_of],
-                         "stage": events["stage"].to_numpy()[ev_of],
-                         "kind": occ["kind"].to_numpy(dtype=object)[at], "aid": aid[at],
-                         "q": q, "retained": _stabbed(aid[at], q, aid, lo[rows], hi[rows])})
-    return lost, events
+    return occ, at, ev_of, events, q, _stabbed(aid[at], q, aid, lo, hi, rows)
 
 
 def loss_totals(t: Transcript) -> dict[str, Any]:
@@ -446,10 +495,10 @@ def loss_totals(t: Transcript) -> dict[str, Any]:
     per-event frames: ``needed``, ``missing``, ``recall`` (as `summarize_recall` of
     `needed_recall_df`) and ``hidden_artifacts``, ``retained``, ``retention`` (as
     `summarize_retention` of `retention_df`)."""
-    facts = _needed(t, ARTIFACT_KINDS)
-    needed, missing = len(facts), int(facts["missing"].sum()) if len(facts) else 0
-    lost, _ = _lost(t, False)
-    hidden, kept = len(lost), int(lost["retained"].sum()) if len(lost) else 0
+    lacked = _needed_arrays(t, ARTIFACT_KINDS)[-1]
+    needed, missing = len(lacked), int(lacked.sum()) if len(lacked) else 0
+    retained = _lost_arrays(t, False)[-1]
+    hidden, kept = len(retained), int(retained.sum()) if len(retained) else 0
     return {"needed": needed, "missing": missing,
             "recall": 1.0 - missing / needed if needed else math.nan,
             "hidden_artifacts": hidden, "retained": kept,
@@ -457,9 +506,19 @@ def loss_totals(t: Transcript) -> dict[str, Any]:
 
 
 def _rank(ids: pd.Series, order: dict[int, int], absent: int) -> np.ndarray:
-    """Time-order rank of each event id (``absent`` where NA)."""
-    ranks = ids.astype("Float64").map(order).astype("float64").fillna(float(absent))
-    return ranks.to_numpy(dtype=float)
+    """Time-order rank of each event id (``absent`` where NA or not in ``order``)."""
+    values = ids.to_numpy(dtype=np.float64, na_value=np.nan)
+    out = np.full(len(values), float(absent))
+    if not order or not len(values):
+        return out
+    keys = np.fromiter(order.keys(), dtype=np.float64, count=len(order))
+    ranks = np.fromiter(order.values(), dtype=np.float64, count=len(order))
+    by_key = np.argsort(keys, kind="stable")
+    keys, ranks = keys[by_key], ranks[by_key]
+    at = np.minimum(np.searchsorted(keys, values), len(keys) - 1)
+    found = keys[at] == values          # (NaN: never)
+    out[found] = ranks[at[found]]
+    return out
 
 
 def retention_summary(t: Transcript, *, include_recorded: bool = False) -> dict[str, Any]:
