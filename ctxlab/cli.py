@@ -189,8 +189,9 @@ DEFAULT_ESTIMATORS = ("chars:4", "neurolink:anthropic", "neuron", "langchain")
 def estimators_text(source: Transcript | Corpus, specs: Sequence[str], reference: str,
                     calibration: Path | None = None) -> str:
     """The ``ctxlab estimators`` text: errors by content class, then against reported usage."""
-    from ctxlab.tokens.accuracy import (compare_estimators_df, estimator_errors_df,
-                                        reported_usage_df, usage_errors_df)
+    from ctxlab.tokens.accuracy import (MIN_FIT_CALLS, compare_estimators_df,
+                                        estimator_errors_df, reported_usage_df,
+                                        usage_errors_df)
     from ctxlab.tokens.calibration import calibrate, reported_calls
 
     ests: list[str | Estimator] = list(specs)
@@ -222,8 +223,8 @@ def estimators_text(source: Transcript | Corpus, specs: Sequence[str], reference
                   & few["input_total"].notna()]
         if len(few):
             lines.append(f"({len(few):,} call{'s' if len(few) != 1 else ''} in session "
-                         f"segments of fewer than 3 reporting calls left out: an overhead "
-                         f"fitted on them would absorb their error)")
+                         f"segments of fewer than {MIN_FIT_CALLS} reporting calls left out: "
+                         f"an overhead fitted on them would absorb their error)")
     else:
         lines.append("no reported usage in this log: per-call comparison skipped")
     return "\n".join(lines)

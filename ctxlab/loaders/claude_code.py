@@ -71,6 +71,7 @@ IGNORED_TYPES = {
 OFF_CHAIN = "not on the main conversation chain"
 BOUNDARIES = frozenset({"compact_boundary", "microcompact_boundary"})
 CLEARED = "[Old tool result content cleared]"
+"""What Claude Code's microcompaction puts in place of an old tool result's content."""
 QUEUED = "The user sent the following message: "
 """How Claude Code hands the model a prompt typed while it worked (a meta user message)."""
 
@@ -91,11 +92,8 @@ def queued_text(obj: dict[str, Any]) -> str | None:
         prompt = "\n\n".join(b.get("text") for b in prompt if isinstance(b, dict)
                              and b.get("type") == "text" and isinstance(b.get("text"), str))
     return prompt if isinstance(prompt, str) and prompt.strip() else None
-"""What Claude Code's microcompaction puts in place of an old tool result's content."""
 
 
-def _queued_prompt(obj: dict[str, Any]) -> bool:
-    return obj.get("operation") == "enqueue" and isinstance(obj.get("content"), str)
 SIDECHAIN = "sidechain: load with sidechains=True (--sidechains)"
 INJECTED = frozenset({"command", "local_command", "interrupt", "task_notification"})
 
@@ -173,9 +171,8 @@ class _Session:
         delivered = delivered_prompts(self.f.records) if queued and not flat else []
         for i, item in enumerate(items):
             first = item.records[0][0]
-            if item.kind == "assistant":    # taken from the queue for this request
-                delivered = self._queued(delivered, first)
             if item.kind == "assistant":
+                delivered = self._queued(delivered, first)  # taken for this request
                 self._assistant(item)
             elif item.kind == "results":
                 self._records(item.records, "user", real_user=False)
@@ -473,10 +470,8 @@ def _split(f: RecordFile, subagent: bool, titles: list[str]) -> tuple[list[Recor
     for line, obj in f.records:
         kind = obj["type"]
         if kind in IGNORED_TYPES:
-            if kind != "queue-operation" or obj.get("operation") != "remove":
-                # (a delivered prompt is used when its session is built; the rest ignored)
-                if kind != "queue-operation" or subagent or not _queued_prompt(obj):
-                    f.ignore(line, kind, IGNORED_TYPES[kind])
+            if kind != "queue-operation" or subagent:   # the main session decides those
+                f.ignore(line, kind, IGNORED_TYPES[kind])
             if isinstance(obj.get("uuid"), str):  # still a link of the parentUuid chain
                 (side if obj.get("isSidechain") is True and not subagent else main).append(
                     (line, obj))

@@ -6,8 +6,9 @@ Two generations, one mapping:
   message lines and ``{"$set": {...}}`` metadata patches. A message id can be written
   more than once (first without, then with its finished ``toolCalls``): the last copy
   wins and takes the place of the first; earlier copies are reported as superseded.
-  A copy written without its id is known by its type and timestamp (a copy keeps both):
-  it is a copy of the last message with the same, else a message of its own.
+  A copy written without its id is a copy of the nearest message with an id of the same
+  type, timestamp and content (or none yet on one side: a copy keeps all three), else a
+  message of its own.
   Two shapes that other readers of gemini-cli's recordings describe (not in the files
   here, unverified) are handled too:
   ``{"$rewindTo": id}`` (the user rewound: that message and every later one are hidden
