@@ -349,6 +349,35 @@ def test_a_lost_token_count_with_no_second_copy_leaves_that_call_uncounted(tmp_p
     assert t.frame.loc[t.frame["content"] == "done", "call"].tolist() == [1]
 
 
+def test_parallel_calls_of_one_response_stay_one_call(tmp_path: Path) -> None:
+    """codex records each tool call of a response followed by its output (call A,
+    output A, call B, output B) and counts the response once: a call after a tool output
+    with no token_count between is the same response's, not a new request."""
+    lines = [
+        _line("session_meta", {"id": "s4", "base_instructions": {"text": "Codex."}}),
+        _line("turn_context", {"cwd": "/w", "model": "gpt-5.1-codex"}),
+        _line("response_item", _msg("user", "look at both")),
+        _line("event_msg", _usage(1100, 1000, 0, 100)),
+        *[_line("response_item", item) for cid in ("a", "b") for item in (
+            {"type": "function_call", "name": "shell", "call_id": cid, "arguments": "{}"},
+            {"type": "function_call_output", "call_id": cid, "output": f"out {cid}"})],
+        _line("event_msg", _usage(1900, 700, 0, 100)),
+        _line("response_item", _msg("assistant", "both read")),
+        _line("response_item", _msg("user", "thanks")),
+        _line("response_item", _msg("assistant", "welcome")),   # no token_count: NA usage
+    ]
+    t = ctxlab.load(write(tmp_path, lines))
+    f = t.frame
+    assert t.calls["input_total"].tolist()[:2] == [1000, 700] and len(t.calls) == 3
+    assert pd.isna(t.calls["input_total"].iloc[2])
+    asked = f[f["kind"] == "tool_call"]
+    assert asked["call"].tolist() == [0, 0]
+    assert f.loc[f["content"].isin(["both read", "welcome"]), "call"].tolist() == [1, 2]
+    # call 1 saw both outputs
+    answered = f[f["kind"] == "tool_result"]
+    assert (answered["pos"] < t.calls["input_end_pos"].iloc[1]).all()
+
+
 @pytest.mark.parametrize("lost", [14, 15])
 def test_real_file_with_a_lost_line_keeps_its_calls(tmp_path, lost):
     """Line 14 is a token_count: its call's outputs stay a call of their own, with no

@@ -24,8 +24,11 @@ Every line is ``{"timestamp", "type", "payload"}``. What the model saw:
   tokens as reported; model from the latest ``turn_context``. In both versions the
   (first) token_count of a call precedes the call's own output items, so the call's
   input is every response item before it (``input_end_pos`` = next part then) and the
-  assistant items after it, up to the next token_count, are its output. Assistant items
-  with no token_count since the last user-side input get a call with NA usage.
+  assistant items after it, up to the next token_count, are its output. codex records
+  each tool call of a response followed by its output (call A, output A, call B, output
+  B), so items after a tool output with no token_count between stay in the same call;
+  assistant items after a user message with no token_count since get a call with NA
+  usage (as do outputs after a lost line that may have been their token_count).
 * ``compacted``: a recorded compaction event (trigger ``auto`` unless recorded;
   ``pre_tokens`` = ``last_token_usage.total_tokens`` of the preceding token_count, the
   context size then). It hides the history before it (not the instructions) and
