@@ -104,9 +104,10 @@ class _Notes:
                                              order=self.count)
         elif tier > entry.tier:
             entry.tier = tier
-        if ops:
-            have = entry.ops
-            have.extend(op for op in dict.fromkeys(ops) if op and op not in have)
+        have = entry.ops
+        for op in ops:              # each new one once, in order
+            if op and op not in have:
+                have.append(op)
         return entry
 
     def extend(self, entry: _Entry, line: str) -> None:

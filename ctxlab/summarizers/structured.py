@@ -170,7 +170,9 @@ class _Extraction:
             found = _idents(text)
             if found:
                 weight = 3 if kind in ("text", "thinking") else 1
-                self.idents.update({i: weight for i in found})
+                idents = self.idents
+                for i in found:
+                    idents[i] += weight
         if path and kind != "tool_result" and "." in path.rsplit("/", 1)[-1]:
             self.techs[_LANGS.get(path.rsplit(".", 1)[-1].lower(), "")] += 1
         if kind in ("text", "thinking") and role in ("user", "assistant"):

@@ -25,14 +25,19 @@ _LANGS = {"py": "Python", "ts": "TypeScript", "tsx": "TypeScript (React)", "js":
 _OPS = (("edited", ("edit", "replace", "patch", "update", "modify")),
         ("written", ("write", "create", "save")),
         ("read", ("read", "view", "cat", "open", "get_file")))
-_IDENT = re.compile(r"`([^`\n]{3,60})`|\b([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+|"
-                    r"[a-z]+(?:[A-Z][a-z0-9]+)+|[A-Z][a-z0-9]+(?:[A-Z][A-Za-z0-9]*)+)\b")
+# Possessive runs (``*+``, ``++``): giving back a letter or digit can never let the rest
+# match (what follows a run must be another class, or the word must end), so a plain word
+# fails without backtracking through its letters.
+_IDENT = re.compile(r"`([^`\n]{3,60})`|\b([A-Za-z][A-Za-z0-9]*+(?:_[A-Za-z0-9]++)+|"
+                    r"[a-z]++(?:[A-Z][a-z0-9]++)+|[A-Z][a-z0-9]++(?:[A-Z][A-Za-z0-9]*+)+)\b")
 _ERROR = re.compile(r"(?i:^exit code [1-9]\d*$|^fatal:|^panic:|^error(?:\[\w+\])?:|"
                     r"returned non-zero exit status|^traceback \(most recent)|\bFAILED\b|"
                     r"\bERROR\b|\b(?:Error|Exception|Timeout)\b\s*:|^[\w.]*(?:Error|Exception)\b")
-_PENDING = re.compile(r"(?i)\b(?:todo|to-do|still need(?:s|ed)? to|open question|follow[- ]up|"
-                      r"remaining (?:work|tasks?|steps?)|pending (?:tasks?|work|items?|changes?)|"
-                      r"not (?:yet )?done|left to do|next steps?:)|- \[ \]")
+# The lookahead holds the letters the words open with: most word starts fail at once.
+_PENDING = re.compile(r"(?i)\b(?=[tsofrpnl])(?:todo|to-do|still need(?:s|ed)? to|"
+                      r"open question|follow[- ]up|remaining (?:work|tasks?|steps?)|"
+                      r"pending (?:tasks?|work|items?|changes?)|not (?:yet )?done|left to do|"
+                      r"next steps?:)|- \[ \]")
 _ASK = re.compile(r"(?i)^(?:please|can you|could you|would you|we need|i need|i want|let's|"
                   r"add|fix|make|run|check|implement|write|update|remove|create|refactor|"
                   r"investigate|look|find|show|explain|help|start|get|review|rename|move)\b")
@@ -45,7 +50,9 @@ _HEADING = re.compile(r"^\s*(\d)\.\s+(.+?)\s*:\s*$")
 _PATH = re.compile(r"^`?((?:/|\./|~/|[\w.-]+/)[^\s`()]+|[\w.-]+\.\w{1,6})`?(?:\s*\(([^)]*)\))?")
 _TIERS = {1: 4, 2: 2, 3: 5, 4: 4, 5: 1, 6: 2, 7: 2, 8: 3, 9: 5}
 _SUFFIX = re.compile(r"^(.*\S)\s+\(([^()]*)\)$")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+# Splits a line spaced by single spaces after . ! or ? (the space first: a search
+# looks at spaces only).
+_SENTENCE = re.compile(r" (?<=[.!?] )")
 _LINE_NO = re.compile(r"^\s*\d+(?:→|\t)")
 _E_PREFIX, _PERCENT = re.compile(r"^E\s+"), re.compile(r"\s*\[\s*\d+%\]$")
 _LIST_MARK = re.compile(r"^\s*(?:[-*]|\d+\.)\s+")
@@ -129,6 +136,7 @@ def _command(args: dict[str, Any]) -> str:
     return cmd if isinstance(cmd, str) else ""
 
 
+@functools.lru_cache(maxsize=8192)
 def _program(cmd: str) -> str:
     """The program a command runs (``python -m pytest -q`` → ``pytest``)."""
     words = [w for w in cmd.split() if not w.startswith("-") and "=" not in w]
