@@ -313,7 +313,7 @@ def _load_log(args: argparse.Namespace) -> Transcript:
 
 
 def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay]:
-    from ctxlab.pipeline import resolve_pipeline
+    from ctxlab.pipeline import resolve_pipeline, window_note
     from ctxlab.replay import calls_without_input, replay
 
     window = parse_window(args.window)
@@ -339,6 +339,9 @@ def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay
                     f"({', '.join(bare['source'].astype(str).head(3))}"
                     f"{' …' if len(bare) > 3 else ''}) have no recorded input (their session "
                     f"holds no part): not replayed")
+    note = window_note(pipeline, window)
+    if note:
+        steps.write(f"ctxlab: note: {note}")
     steps.next(f"replaying {len(t.calls):,} calls")
     return t, replay(t, pipeline, window=window, estimator=args.estimator)
 
@@ -545,10 +548,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args))
+        code = int(args.func(args))
+        sys.stdout.flush()          # a reader gone before the end is caught here, not at exit
+        return code
     except CtxlabError as e:
         print(f"ctxlab: error: {e}", file=sys.stderr)
         return 2
+    except BrokenPipeError:        # `ctxlab replay ... | head`: the reader has what it wanted
+        # (stdout is pointed at nothing so that Python's flush at exit does not fail again)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141                  # a shell's code for a pipe closed early (128 + SIGPIPE)
     except OSError as e:           # a file the command reads or writes
         where = f"{e.filename}: " if e.filename else ""
         print(f"ctxlab: error: {where}{e.strerror or e}", file=sys.stderr)

@@ -37,6 +37,7 @@ from ctxlab.errors import ConfigError
 from ctxlab.schema import Transcript
 from ctxlab.tokens import Estimator
 from ctxlab.tokens import estimator as get_estimator
+from ctxlab.tokens.accuracy import MIN_FIT_CALLS
 from ctxlab.visibility import call_segments, call_sums
 
 REPLAY_COLUMNS = ("session", "call", "tokens_after", "triggered")
@@ -84,6 +85,11 @@ def fidelity_df(transcript: Transcript, replayed: Any) -> pd.DataFrame:
         compaction happened between the previous call and this one),
         ``predicted_compaction`` (the replay compacted at this call: triggered, and a
         stage acted when the rows say which). Calls the replay lacks have NA estimates.
+        When ``replayed`` is a `ctxlab.replay` that fitted its overheads from the log (its
+        default), the error of a session's first segment is NA where fewer than
+        `MIN_FIT_CALLS` of its calls report usage: the overhead was fitted on those calls,
+        so their error measures nothing (0 on a one-call session whatever the estimate),
+        as in `ctxlab.reported_usage_df`.
     """
     rows = replay_rows(replayed)
     calls = transcript.calls
@@ -109,6 +115,11 @@ def fidelity_df(transcript: Transcript, replayed: Any) -> pd.DataFrame:
     out = base.merge(est, on=["session", "call"], how="left", validate="one_to_one")
     out["predicted_compaction"] = out["predicted_compaction"].fillna(False).astype(bool)
     err = out["est_tokens"].astype("Float64") - out["input_total"].astype("Float64")
+    if getattr(getattr(replayed, "settings", None), "log", None) is not None:
+        # the replay's overheads were fitted on each session's first segment
+        first = (out["segment"] == 0) & out["input_total"].notna()
+        fitted_on = first.groupby(out["session"], sort=False).transform("sum")
+        err = err.mask(first & (fitted_on < MIN_FIT_CALLS))
     out["error_tokens"] = err
     reported = out["input_total"].astype("Float64")
     out["error_pct"] = (100.0 * err / reported.where(reported > 0)).astype("Float64")

@@ -24,7 +24,8 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.placement import Placement
-from ctxlab.schema import EVENT_COLUMNS, HISTORY_EDITS, PART_COLUMNS, Transcript, coerce
+from ctxlab.schema import (EVENT_COLUMNS, HISTORY_EDITS, PART_COLUMNS, Transcript, coerce,
+                           session_rows)
 from ctxlab.stages.base import Edit, NewPart
 from ctxlab.stages.table import Table, concat, concat_all, from_columns
 from ctxlab.visibility import part_spans
@@ -47,10 +48,9 @@ class SessionHistory(Placement):
     def __init__(self, t: Transcript, session: str) -> None:
         self.base = t
         self.session = session
-        mask = (t.frame["session"] == session).to_numpy()
-        self.rows = np.flatnonzero(mask)
+        self.rows = session_rows(t.frame, session)
         self.frame = t.frame.iloc[self.rows]
-        sevents = t.events[t.events["session"] == session]
+        sevents = t.events.iloc[session_rows(t.events, session)]
         self.lo, self.hi = part_spans(self.frame, sevents)
         self.hi = self.hi.copy()
         parts = self.frame["part"].to_numpy(dtype=np.int64)

@@ -14,7 +14,7 @@ annotated, rewindable transcript.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -24,7 +24,7 @@ from ctxlab.engine import Budget, StageRun, call_end_pos, make_view, run_on
 from ctxlab.errors import ConfigError
 from ctxlab.history import SessionHistory
 from ctxlab.layers import LAYERS
-from ctxlab.schema import Transcript
+from ctxlab.schema import Transcript, session_rows
 from ctxlab.stages import stage as make_stage
 from ctxlab.stages.base import Stage, View, ints, labels, one_of
 from ctxlab.stages.grammar import view_grammar
@@ -141,9 +141,11 @@ class Pipeline:
         every = [f"{' + '.join(s.name for s in group)} {when}" for group, when in (
             (self.always, "on every request"), (self.enforce, "enforced after"))
             if group]
+        of = f"{self.limit_tokens or 0:,} tokens (fixed)" if self.limit == "fixed" \
+            else self.limit
         return (f"{self.name}: {''.join(e + '; ' for e in every)}"
                 f"{' > '.join(s.name for s in self.stages) or 'no stages'} "
-                f"at {self.threshold:.0%} of {self.limit}")
+                f"at {round(100 * self.threshold, 2):g}% of {of}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -289,6 +291,43 @@ def request_note(runs: Sequence[StageRun], *, triggered: bool, within_target: bo
     return "stages exhausted, still over target" + (f" ({'; '.join(tried)})" if tried else "")
 
 
+def window_note(p: Pipeline, window: int | None) -> str | None:
+    """What a window given for ``p`` does not do: a pipeline with a fixed limit
+    (``limit="fixed"``: neuron, copilot) triggers and targets by that limit whatever the
+    window, which only decides which requests overflow. None: nothing to say.
+
+    Example:
+        >>> print(window_note(Pipeline(name="x", limit="fixed", limit_tokens=100_000), 50_000))
+        x triggers at a fixed 100,000 tokens whatever the window: 50,000 counts overflows only
+    """
+    if window is None or p.limit != "fixed":
+        return None
+    return (f"{p.name} triggers at a fixed {p.limit_tokens or 0:,} tokens whatever the window: "
+            f"{window:,} counts overflows only")
+
+
+def changed(p: Pipeline, **changes: Any) -> Pipeline:
+    """``p`` with fields replaced (``threshold=0.7``).
+
+    Raises:
+        ConfigError: a name that is not a field of `Pipeline` (listing the fields).
+
+    Example:
+        >>> changed(Pipeline(name="x"), threshold=0.7).threshold
+        0.7
+        >>> changed(Pipeline(name="x"), treshold=0.7)
+        Traceback (most recent call last):
+        ...
+        ctxlab.errors.ConfigError: pipeline 'x' has no field 'treshold'; fields: name, ...
+    """
+    names = [f.name for f in fields(Pipeline)]
+    unknown = [k for k in changes if k not in names]
+    if unknown:
+        raise ConfigError(f"pipeline {p.name!r} has no field {unknown[0]!r}; fields: "
+                          f"{', '.join(names)}")
+    return replace(p, **changes) if changes else p
+
+
 def resolve_pipeline(pipeline: str | Pipeline) -> Pipeline:
     """A pipeline from a preset name, or the instance itself."""
     if isinstance(pipeline, Pipeline):
@@ -301,16 +340,31 @@ def call_models(t: Transcript, session: str) -> dict[int, str | None]:
     """The model of each call of a session: its own, or for a call that names none (some
     agents log none for a step they took without a model response) the latest model
     named before it in the session, else the first named after it."""
-    c = t.calls[t.calls["session"] == session]
-    c = c.iloc[np.argsort(c["call"].to_numpy(), kind="stable")]
-    known = [m if isinstance(m, str) else None for m in c["model"].tolist()]
+    rows = session_rows(t.calls, session)
+    calls, models = _call_columns(t.calls)
+    rows = rows[np.argsort(calls[rows], kind="stable")]
+    known = [m if isinstance(m, str) else None for m in models[rows].tolist()]
     first = next((m for m in known if m is not None), None)
     out: dict[int, str | None] = {}
     last = first
-    for k, m in zip(c["call"].tolist(), known):
+    for k, m in zip(calls[rows].tolist(), known):
         last = m if m is not None else last
         out[int(k)] = last
     return out
+
+
+_CALL_COLUMNS: list[tuple[pd.DataFrame, tuple[np.ndarray, np.ndarray]]] = []
+
+
+def _call_columns(calls: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """A calls frame's ``call`` and ``model`` columns as arrays, remembered for the last
+    frame (a log of many sessions reads them once, not once per session)."""
+    got = _CALL_COLUMNS[0] if _CALL_COLUMNS else None    # (one read: threads may swap it)
+    if got is None or got[0] is not calls:
+        got = (calls, (calls["call"].to_numpy(dtype=np.int64),
+                       calls["model"].to_numpy(dtype=object)))
+        _CALL_COLUMNS[:] = [got]
+    return got[1]
 
 
 def window_for(t: Transcript, session: str, call: int, default: int | None = None) -> int:
@@ -508,4 +562,5 @@ def stages_from(specs: list[str | tuple[str, dict[str, Any]] | Stage]) -> tuple[
     return tuple(out)
 
 
-__all__ = ["CompactResult", "Pipeline", "compact", "compact_all", "compact_view", "stages_from"]
+__all__ = ["CompactResult", "Pipeline", "changed", "compact", "compact_all", "compact_view",
+           "stages_from", "window_note"]

@@ -46,11 +46,11 @@ preset                   behaviour
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ctxlab.errors import ConfigError
-from ctxlab.pipeline import Pipeline, stages_from
+from ctxlab.pipeline import Pipeline, changed, stages_from
 from ctxlab.stages.reattach import Reattach, claude_code_summarize
 from ctxlab.tokens.windows import AI_AGENT_DEFAULT_CONTEXT_WINDOW
 
@@ -223,8 +223,4 @@ def preset(name: str, **changes: Any) -> Pipeline:
     """
     if name not in _PRESETS:
         raise ConfigError(f"unknown preset {name!r}; presets: {', '.join(preset_names())}")
-    p = _PRESETS[name].make()
-    try:
-        return replace(p, **changes) if changes else p
-    except TypeError as e:
-        raise ConfigError(f"preset {name!r}: {e}") from None
+    return changed(_PRESETS[name].make(), **changes)

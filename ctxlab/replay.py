@@ -30,14 +30,14 @@ from ctxlab.engine import Budget, StageRun, make_view, request_parts
 from ctxlab.errors import CtxlabError
 from ctxlab.history import SessionHistory
 from ctxlab.layers import assign_layers, layer_categories, user_texts
-from ctxlab.pipeline import (Pipeline, call_models, compact_view, forced_final,
+from ctxlab.pipeline import (Pipeline, call_models, changed, compact_view, forced_final,
                              pipeline_estimator, request_note, resolve_pipeline,
                              measured_from_layers, session_provider, trigger_scope,
                              within_target)
 from ctxlab.replay_state import (Anchor, Sums, after_values, apply_to_sums, call_row,
                                  empty_ledger, event_row, events_frame, ledger_rows,
                                  window_of)
-from ctxlab.schema import Transcript
+from ctxlab.schema import UNRECORDED_INPUT, Transcript, session_rows
 from ctxlab.stages.base import Stage, View
 from ctxlab.stages.grammar import grown_scan, view_grammar
 from ctxlab.stages.table import Table, append
@@ -120,6 +120,11 @@ class Replay:
     def rewind(self, call: int, session: str | None = None) -> Replay:
         """The replay as it was before ``call``: its events and later ones undone."""
         s = self._session(session)
+        known = self.base.calls["call"].to_numpy()[session_rows(self.base.calls, s)]
+        if call not in known:
+            raise NotReplayed(f"session {s!r} has no call {call} (its calls are "
+                              f"{known.min()}..{known.max()}): rewind to one of them"
+                              if len(known) else f"session {s!r} has no calls")
         if s in self.next_call and call > self.next_call[s]:
             raise NotReplayed(f"this replay was rewound to call {self.next_call[s]} of session "
                               f"{s!r}: it holds no call from there on, so it cannot be rewound "
@@ -153,9 +158,8 @@ class Replay:
             >>> len(what_if.calls) == len(r.calls)
             True
         """
-        p = resolve_pipeline(pipeline) if pipeline is not None else self.settings.pipeline
-        if changes:
-            p = replace(p, **changes)
+        p = changed(resolve_pipeline(pipeline) if pipeline is not None
+                    else self.settings.pipeline, **changes)
         settings = replace(self.settings, pipeline=p)
         old = self.settings
         if old.log is not None and old.estimator is None \
@@ -275,9 +279,27 @@ def _fitted_overheads(t: Transcript, p: Pipeline,
                       estimator: str | Estimator | None) -> dict[str, int]:
     """Each session's unrecorded overhead, fitted with the estimator of its calls;
     remembered for the last `OVERHEADS_KEPT` logs and estimator specs (a sweep replays a
-    session once per configuration; an estimator instance is fitted every time)."""
+    session once per configuration; an estimator instance is fitted every time). A
+    session where no call reports its input has nothing to fit: it gets what the log
+    says the client sent without recording it (`UNRECORDED_INPUT`), else 0."""
     if not len(t.calls):
         return {}
+    return _with_unrecorded(t, _fitted(t, p, estimator))
+
+
+def _with_unrecorded(t: Transcript, fitted: dict[str, int]) -> dict[str, int]:
+    """The fitted overheads, with the input a client reports sending but the log does not
+    hold (`UNRECORDED_INPUT`) for each session where no call reports its input."""
+    given = t.meta.get(UNRECORDED_INPUT)
+    if not isinstance(given, Mapping):
+        return fitted
+    reported = set(t.calls.loc[t.calls["input_total"].notna(), "session"])
+    return {**fitted, **{str(s): int(v) for s, v in given.items()
+                         if s in fitted and s not in reported}}
+
+
+def _fitted(t: Transcript, p: Pipeline, estimator: str | Estimator | None) -> dict[str, int]:
+    """`_fitted_overheads` as fitted from reported usage (remembered, see there)."""
     spec = p.estimator if estimator is None else estimator
     if not isinstance(spec, str):
         return _fit_overheads(t, p, estimator)
@@ -319,8 +341,10 @@ def _fit_overheads(t: Transcript, p: Pipeline,
         return session_overheads(t, next(iter(by_spec)))
     out: dict[str, int] = {}
     for spec, sessions in by_spec.items():      # sessions of different providers
-        for s in sessions:
-            out.update(session_overheads(t.session(s), spec))
+        def pick(df: pd.DataFrame) -> pd.DataFrame:
+            return df[df["session"].isin(sessions)].reset_index(drop=True)
+        out.update(session_overheads(replace(t, frame=pick(t.frame), calls=pick(t.calls),
+                                             events=pick(t.events)), spec))
     return out
 
 
@@ -338,7 +362,7 @@ def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[st
     for session in base.sessions:
         if session not in with_parts:
             continue        # calls without input (`calls_without_input`): nothing to replay
-        calls = base.calls[base.calls["session"] == session].sort_values("input_end_pos")
+        calls = base.calls.iloc[session_rows(base.calls, session)].sort_values("input_end_pos")
         first = start.get(session, 0) if previous is not None else 0
         if previous is not None and session not in start:
             continue  # this session was not rewound: keep it as it was

@@ -88,17 +88,23 @@ CALL_COLUMNS: tuple[Column, ...] = (
     Column(name="source", dtype="string", required=False, doc="where in the input it was read"),
 )
 
-HISTORY_EDITS = frozenset({"rewind", "system_prompt", "not_resent"})
+HISTORY_EDITS = frozenset({"rewind", "clear", "system_prompt", "not_resent"})
 """Event origins a loader records that edit the history the agent sends (a user's rewind,
-a swapped system prompt, parts the client sends in no later request): part of the log,
-never counted as compaction, kept by `Transcript.rewind` with no event."""
+a user's ``/clear``, a swapped system prompt, parts the client sends in no later request):
+part of the log, never counted as compaction, kept by `Transcript.rewind` with no event."""
+
+UNRECORDED_INPUT = "unrecorded_input"
+"""``Transcript.meta`` key: per session, the tokens of input the client reports sending with
+every request that the log does not hold (Copilot CLI's tool definitions). A replay
+counts them as the session's overhead where no call reports its input to fit it from."""
 
 EVENT_COLUMNS: tuple[Column, ...] = (
     Column(name="session", dtype="string", required=True, doc="session id"),
     Column(name="event", dtype="Int64", required=True, doc="event id within the session"),
     Column(name="origin", dtype="string", required=True,
            doc="'recorded' for compactions found in the log (undone by rewind_recorded); "
-               "'rewind' (a user rewound the chat), 'system_prompt' (the client swapped its "
+               "'rewind' (a user rewound the chat), 'clear' (a user dropped the chat history: "
+               "aider's /clear), 'system_prompt' (the client swapped its "
                "system prompt) and 'not_resent' (the client sends some parts in no later "
                "request, e.g. Gemini CLI's thoughts) are recorded history edits that stay; "
                "else the stage that made it"),
@@ -192,6 +198,33 @@ def text_columns(frame: pd.DataFrame) -> pd.DataFrame:
     change = {c: TEXT for c in frame.columns
               if isinstance(frame[c].dtype, pd.StringDtype) and frame[c].dtype != TEXT}
     return frame.astype(change) if change else frame
+
+
+_SESSION_ROWS: list[tuple[pd.DataFrame, dict[str, np.ndarray]]] = []
+SESSION_ROWS_KEPT = 8
+
+
+def session_rows(df: pd.DataFrame, session: str) -> np.ndarray:
+    """Positions of a frame's rows of one session (``df["session"] == session``), found
+    by one pass over the frame, remembered for the last `SESSION_ROWS_KEPT` frames (a
+    frame is never changed in place): a log of many sessions looks each one up without
+    comparing every row again.
+
+    Example:
+        >>> df = pd.DataFrame({"session": ["a", "b", "a"]})
+        >>> session_rows(df, "a").tolist(), session_rows(df, "c").tolist()
+        ([0, 2], [])
+
+    The array is shared: do not modify it.
+    """
+    found = next((rows for frame, rows in list(_SESSION_ROWS) if frame is df), None)
+    if found is None:
+        codes, names = pd.factorize(df["session"], use_na_sentinel=True)
+        order = np.argsort(codes, kind="stable")
+        cuts = np.searchsorted(codes[order], np.arange(len(names) + 1))
+        found = {str(name): order[cuts[i]:cuts[i + 1]] for i, name in enumerate(names)}
+        _SESSION_ROWS[:] = [(df, found), *_SESSION_ROWS[:SESSION_ROWS_KEPT - 1]]
+    return found.get(session, np.empty(0, dtype=np.intp))
 
 
 def _any_surrogate(values: list[Any]) -> bool:

@@ -31,7 +31,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from ctxlab.errors import ConfigError
-from ctxlab.pipeline import Pipeline, resolve_pipeline
+from ctxlab.pipeline import Pipeline, resolve_pipeline, window_note
 
 PIPELINE_FIELDS = ("threshold", "target")
 NAMES = ("preset", *PIPELINE_FIELDS, "window", "estimator")
@@ -76,8 +76,10 @@ class Config:
                                "window": self.window, "estimator": self.estimator or p.estimator}
         given = {f"{s}.{k}": v for s, k, v in self.params}
         out.update({name: given.get(name) for name in stage_names})
-        out["note"] = ("; ".join(f"{n} not applied: {p.name} has no {n.split('.')[0]} stage"
-                                 for n in self.skipped) or None)
+        notes = [f"{n} not applied: {p.name} has no {n.split('.')[0]} stage"
+                 for n in self.skipped]
+        fixed = window_note(p, self.window)
+        out["note"] = "; ".join(notes + ([fixed] if fixed else [])) or None
         return out
 
 

@@ -29,17 +29,30 @@ def part_spans(frame: pd.DataFrame, events: pd.DataFrame) -> tuple[np.ndarray, n
     """
     event_pos: Mapping[int, float] = dict(zip(events["event"].astype("int64"),
                                               events["pos"].astype("float64")))
-    pos = frame["pos"].to_numpy(dtype=np.float64)
-    ins = _event_positions(frame["event"], event_pos, -np.inf)
-    hid = _event_positions(frame["hidden_by"], event_pos, np.inf)
-    return np.maximum(pos, ins), hid
+    return spans(*_span_columns(frame), event_pos)
 
 
-def _event_positions(ids: pd.Series, event_pos: Mapping[int, float], default: float) -> np.ndarray:
+def _span_columns(frame: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A frame's ``pos``, ``event`` and ``hidden_by`` as float arrays (NaN: none)."""
+    return (frame["pos"].to_numpy(dtype=np.float64),
+            frame["event"].to_numpy(dtype=np.float64, na_value=np.nan),
+            frame["hidden_by"].to_numpy(dtype=np.float64, na_value=np.nan))
+
+
+def spans(pos: np.ndarray, inserted_by: np.ndarray, hidden_by: np.ndarray,
+          event_pos: Mapping[int, float]) -> tuple[np.ndarray, np.ndarray]:
+    """`part_spans` from the parts' columns as arrays (event ids as floats, NaN: none) and
+    each event's position."""
+    return (np.maximum(pos, _event_positions(inserted_by, event_pos, -np.inf)),
+            _event_positions(hidden_by, event_pos, np.inf))
+
+
+def _event_positions(ids: np.ndarray, event_pos: Mapping[int, float],
+                     default: float) -> np.ndarray:
     out = np.full(len(ids), default, dtype=np.float64)
-    present = ids.notna().to_numpy()
+    present = ~np.isnan(ids)
     if present.any():
-        keys = ids[present].astype("int64").tolist()
+        keys = ids[present].astype(np.int64).tolist()
         missing = sorted({k for k in keys if k not in event_pos})
         if missing:
             raise ValueError(f"parts refer to events {missing[:5]} that the events table lacks")
@@ -93,18 +106,24 @@ def call_sums(t: Transcript, columns: Mapping[str, np.ndarray | pd.Series]) -> p
     out = {k: np.zeros(len(calls)) for k in [*values, "messages", "parts"]}
     by_session = frame.groupby("session", sort=False).indices
     ev_by_session = events.groupby("session", sort=False).indices
+    # the columns read once, cut per session (a log of many sessions)
+    pos, ins, hid = _span_columns(frame)
+    msg = frame["msg"].to_numpy()
+    ev_ids, ev_pos = events["event"].astype("int64").tolist(), \
+        events["pos"].astype("float64").tolist()
+    call_ends = calls["input_end_pos"].to_numpy(dtype=np.float64)
     for session, call_idx in calls.groupby("session", sort=False).indices.items():
         idx = by_session.get(session)
         if idx is None:
             continue
-        f = frame.iloc[idx]
-        ev = events.iloc[ev_by_session.get(session, [])]
-        lo, hi = part_spans(f, ev)
-        ends = calls["input_end_pos"].to_numpy(dtype=np.float64)[call_idx]
+        mine = ev_by_session.get(session, [])
+        lo, hi = spans(pos[idx], ins[idx], hid[idx],
+                       {ev_ids[i]: ev_pos[i] for i in mine})
+        ends = call_ends[call_idx]
         for k, v in values.items():
             out[k][call_idx] = interval_sums(lo, hi, v[idx], ends)
         out["parts"][call_idx] = interval_sums(lo, hi, np.ones(len(idx)), ends)
-        m_lo, m_hi = message_spans(f["msg"].to_numpy(), lo, hi)
+        m_lo, m_hi = message_spans(msg[idx], lo, hi)
         out["messages"][call_idx] = interval_sums(m_lo, m_hi, np.ones(len(m_lo)), ends)
     result = pd.DataFrame({"session": calls["session"].to_numpy(),
                            "call": calls["call"].to_numpy()})

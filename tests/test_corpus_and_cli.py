@@ -115,6 +115,23 @@ def test_cli_convert_round_trips(tmp_path: Path, capsys: pytest.CaptureFixture[s
     pd.testing.assert_frame_equal(a.frame, b.frame)
 
 
+def test_a_reader_that_stops_early_is_no_error():
+    """`ctxlab info log | head -1`: the pipe closes before ctxlab has written everything.
+    That is no error (it printed "ctxlab: error: Broken pipe" and exited 2): exit 141, as
+    a shell reports such a command, and nothing on stderr."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "ctxlab", "info",
+                             str(DATASETS / "coding_session.jsonl")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=Path(__file__).resolve().parents[1])
+    proc.stdout.close()             # the reader is gone before the first line
+    with proc.stderr:
+        err = proc.stderr.read().decode()
+    assert proc.wait() == 141 and err == ""
+
+
 def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     p = tmp_path / "bad.txt"
     p.write_text("hello\n")

@@ -310,6 +310,36 @@ def test_fidelity_df_on_a_small_log():
     assert e["aligned_mape_pct"] == pytest.approx((10 + 5.555556 + 20) / 3)
 
 
+def _short_log(n: int) -> ctxlab.Transcript:
+    """A session of ``n`` calls with reported usage, no compaction."""
+    log = RecordLog("mem.jsonl")
+    b = SessionBuilder("s", log)
+    b.message("user", real_user=True)
+    b.part("text", "Fix the parser in src/parse.py, it fails on empty input.")
+    for k in range(n):
+        b.call(input_total=900 + 40 * k, output_tokens=10)
+        b.message("assistant")
+        b.part("text", f"Looking at step {k} of the parser.", call=k)
+        b.message("user", real_user=True)
+        b.part("text", f"Go on with step {k + 1}.")
+    return assemble([b], log, {"format": "test"})
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_an_overhead_fitted_on_fewer_than_three_calls_measures_no_error(n):
+    """The replay fits each session's overhead on its first segment's reported calls: on
+    one or two calls that fit absorbs their error (0% on one call, whatever the
+    estimate), so the error there is NA, as in reported_usage_df; from three calls on,
+    and with an overhead given, it is measured."""
+    t = _short_log(n)
+    fitted = fidelity_df(t, ctxlab.replay(t, "neurolink", window=200_000))
+    given = fidelity_df(t, ctxlab.replay(t, "neurolink", window=200_000, overhead_tokens=0))
+    assert given["error_pct"].notna().all()
+    assert fitted["error_pct"].notna().all() == (n >= 3)
+    assert fitted["error_tokens"].isna().all() == (n < 3)
+    assert fidelity_errors_df(fitted)["calls"].sum() == (n if n >= 3 else 0)
+
+
 def test_a_compaction_at_a_call_without_usage_still_counts_for_alignment():
     """Calls are aligned when both sides compacted equally often: a predicted compaction
     at a call with no reported usage counts, though that call has no error to measure."""

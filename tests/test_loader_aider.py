@@ -176,6 +176,7 @@ def test_real_history_facts(real: tuple[Transcript, list[str], float]) -> None:
     assert (odd["input_total"], odd["input_tokens"], odd["cache_write"]) == (2930, 202, 2728)
     assert c[c["session"] == "chat-history:1011"]["input_total"].tolist() == [3900]  # "3.9k"
     assert len(t.events) == 68 and set(t.events["trigger"]) == {"manual"}      # /clear, /reset
+    assert set(t.events["origin"]) == {"clear"} and t.rewind_recorded() is t
     f = t.frame
     assert t.meta["prompt_recorded"] is False
     assert set(f["role"]) == {"user", "assistant"} and set(f["kind"]) == {"text"}
@@ -212,9 +213,16 @@ def test_fixture(tmp_path: Path) -> None:
     assert c["output_tokens"].tolist()[:2] == [604, 20] and pd.isna(c["output_tokens"].iloc[2])
     assert c["input_total"].tolist()[3] == 900 and pd.isna(c["input_total"].iloc[4])
     assert (f.loc[f["role"] == "assistant", "call"].tolist() == [0, 1, 2, 3, 4])
-    # /clear hides everything before it
-    assert len(t.events) == 1
+    # /clear hides everything before it: the user's edit of the history, which a replay
+    # keeps (it used to be a recorded compaction, undone before every replay, so the
+    # replay sent what the user had dropped)
+    assert len(t.events) == 1 and t.events["origin"].tolist() == ["clear"]
     assert f["hidden_by"].notna().tolist() == [True] * 6 + [False] * 4
+    r = ctxlab.replay(t, "neurolink", window=200_000)
+    assert len(r.events) == 0 and len(r.base.events) == 1
+    sent = r.at(int(r.calls["call"].iloc[-1]))[0]["content"]
+    assert sent.str.startswith("what is x?").any()
+    assert not sent.str.startswith("Use the Spinner").any()
     rep = t.load_report.records.set_index("line")
     assert rep.loc[3, "record"] == "banner" and rep.loc[3, "status"] == "ignored"
     run_output = FIXTURE.split("\n").index("> Traceback (most recent call last):") + 1

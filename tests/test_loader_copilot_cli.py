@@ -103,6 +103,23 @@ def test_real_calls_and_session_usage() -> None:
     assert t.meta["copilot_version"] == "1.0.34"
 
 
+def test_a_replay_counts_the_tool_definitions_the_log_does_not_record() -> None:
+    """The log holds the system prompt but not the tool schemas, and no call reports its
+    input: the replay counts the 15,204 tokens of tool definitions the session usage
+    reports in every request. Its requests then add up to within 10% of the 186,809 input
+    tokens billed (they were 40% under), and the last is near the client's final 35,322."""
+    t = ctxlab.load(realdata_path(REAL))
+    session = t.sessions[0]
+    assert t.meta["unrecorded_input"] == {session: 15204}
+    r = ctxlab.replay(t, "neurolink")
+    assert r.settings.overhead_tokens == {session: 15204}
+    billed = t.meta["session_usage"]["modelMetrics"]["claude-sonnet-4.6"]["usage"]
+    assert abs(r.calls["tokens_after"].sum() / billed["inputTokens"] - 1) < 0.10
+    assert abs(r.calls["tokens_after"].iloc[-1] / 35322 - 1) < 0.10
+    bare = ctxlab.replay(t, "neurolink", overhead_tokens=0)
+    assert bare.calls["tokens_after"].sum() < 0.65 * billed["inputTokens"]
+
+
 def test_real_parts_and_report() -> None:
     path = realdata_path(REAL)
     t = ctxlab.load(path)

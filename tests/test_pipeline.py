@@ -30,7 +30,7 @@ def test_every_seed_preset_is_registered_and_unknown_names_list_them():
     assert set(PRESETS) <= set(preset_names())
     with pytest.raises(ConfigError, match="presets: .*neurolink"):
         preset("langchain-magic")
-    with pytest.raises(ConfigError, match="unexpected keyword"):
+    with pytest.raises(ConfigError, match="no field 'thresh'; fields: .*threshold"):
         preset("neurolink", thresh=0.5)
     assert preset("neurolink", threshold=0.6).threshold == 0.6
 
@@ -393,5 +393,29 @@ def test_a_pipelines_text_names_the_stages_that_run_without_the_trigger():
                                        "no stages at 100% of effective")
     assert str(preset("copilot-fixed")).startswith(
         "copilot-fixed: monologue + keep_last + carry_forward on every request; "
-        "carry_forward + trim_history enforced after; summarize at 100% of fixed")
-    assert str(preset("neuron")) == "neuron: clear_tool_results > keep_last at 100% of fixed"
+        "carry_forward + trim_history enforced after; summarize at 100% of 128,000 tokens "
+        "(fixed)")
+    assert str(preset("neuron")) == ("neuron: clear_tool_results > keep_last at 100% of "
+                                     "100,000 tokens (fixed)")
+    # the threshold as set (it read "84%" for Claude Code's 83.5%)
+    assert str(preset("claude-code")) == "claude-code: reattach at 83.5% of window"
+
+
+def test_a_window_given_to_a_fixed_limit_pipeline_says_what_it_does_not_do(capsys):
+    """neuron and copilot trigger at a fixed limit: --window 50k only moves the overflows.
+    The command line says so, and so does a sweep's note; a window-relative preset or no
+    window has nothing to say."""
+    from ctxlab.cli import main
+    from ctxlab.pipeline import window_note
+    from ctxlab.sweep_grid import expand
+
+    assert window_note(preset("neurolink"), 50_000) is None
+    assert window_note(preset("neuron"), None) is None
+    assert main(["replay", str(DATASETS / "coding_session.jsonl"), "--preset", "neuron",
+                 "--window", "50k"]) == 0
+    err = capsys.readouterr().err
+    assert "neuron triggers at a fixed 100,000 tokens whatever the window: 50,000 counts " \
+           "overflows only" in err
+    configs, cols = expand({"preset": ["neuron", "neurolink"], "window": [50_000, None]})
+    notes = [c.columns(cols)["note"] for c in configs]
+    assert notes[1:] == [None, None, None] and "fixed 100,000 tokens" in notes[0]

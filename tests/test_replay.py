@@ -127,6 +127,24 @@ def test_rewind_then_resume_reproduces_the_replay():
     pd.testing.assert_frame_equal(again.events.drop(columns="ms"), r.events.drop(columns="ms"))
 
 
+def test_rewind_and_resume_refuse_what_is_not_there():
+    """A call the session does not have, and a field no pipeline has, are errors that say
+    what there is (rewind(-1) used to give an empty replay, rewind(999) the whole one,
+    resume(bogus=1) a TypeError from the dataclass)."""
+    from ctxlab.errors import ConfigError
+    from ctxlab.replay import NotReplayed
+
+    r = replay(ctxlab.load(DATASETS / "coding_session_b.jsonl"), "neurolink", window=100_000)
+    last = int(r.calls["call"].max())
+    for k in (-1, last + 1):
+        with pytest.raises(NotReplayed, match=rf"no call {k} \(its calls are 0\.\.{last}\)"):
+            r.rewind(k)
+    assert len(r.rewind(last).calls) == last
+    with pytest.raises(ConfigError, match="no field 'bogus'; fields: name, stages"):
+        r.rewind(30).resume(bogus=1)
+    assert r.rewind(30).resume(threshold=0.6).settings.pipeline.threshold == 0.6
+
+
 def _without_model(t, k: int):
     """``t`` with call ``k``'s model unknown (some agents log none for a sub-step)."""
     import dataclasses

@@ -170,6 +170,10 @@ def test_fidelity_says_so_when_the_log_reports_no_usage(small, small_page):
     fidelity = page[page.index('<section id="fidelity">'):]
     assert "reports no per-call usage" in fidelity and "<h3>Per call</h3>" not in fidelity
     assert "none counted: the log reports no usage to fit it from" in page
+    # what the log says its client sent unrecorded (Copilot CLI's tool definitions) counts
+    told = replace(bare, meta={**bare.meta, "unrecorded_input": {bare.sessions[0]: 4321}})
+    page = report_html(ctxlab.replay(told, "neuron", window=100_000), transcript=told)
+    assert "4,321 tokens: what the log says its client sends unrecorded" in page
 
 
 def test_the_settings_name_the_estimator_each_session_was_counted_with():

@@ -12,7 +12,9 @@ entry; the lines of a block share its status and the first carries the part coun
   reply is reply text). Slash commands are
   handled by aider locally and are ignored, except ``/ask``, ``/code``, ``/architect`` and
   ``/help`` with a message (the message is sent). ``/clear`` and ``/reset`` drop the chat
-  history: a recorded event (trigger "manual") hides every earlier part of the session.
+  history: an event (origin ``clear``, trigger "manual") hides every earlier part of the
+  session. It is the user's edit of the history, not a compaction: a replay keeps it
+  (`ctxlab.schema.HISTORY_EDITS`) and recall does not count what it hid as lost.
   A ``# Fix any errors below`` message is aider's lint reflection (not a real turn).
 * Unprefixed text is an assistant reply: one text part, one call. The ``> Tokens: ...``
   line that follows gives its usage (``sent`` -> input_total, ``received`` ->
@@ -196,7 +198,7 @@ class _Parser:
                 self.text_part("user", rest, start + 1, real_user=True, meta={"command": cmd})
                 self.block(start, end, "user", 1)
             elif len(cmd) >= 4 and any(c.startswith(cmd) for c in CLEAR_COMMANDS):
-                ev = self.b.event(trigger="manual", pre_tokens=None,
+                ev = self.b.event(origin="clear", trigger="manual", pre_tokens=None,
                                   reason=f"{cmd}: aider dropped the chat history",
                                   source=self.log.location(line=start + 1),
                                   meta={"command": cmd})

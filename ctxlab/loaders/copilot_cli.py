@@ -27,7 +27,9 @@ Lines are ``{type, data, id, timestamp, parentId}``. What the model saw:
 * ``session.shutdown``: per-session usage only: ``modelMetrics`` and the client's
   context breakdown (``currentTokens``, ``systemTokens``, ``conversationTokens``,
   ``toolDefinitionsTokens``) go to ``Transcript.meta["session_usage"]``.
-Tool schemas are not recorded (``toolDefinitionsTokens`` estimates their size).
+Tool schemas are not recorded: ``toolDefinitionsTokens`` gives their size, which a replay
+counts in every request (``meta["unrecorded_input"]``, `ctxlab.schema.UNRECORDED_INPUT`)
+where no call reports its input to fit that overhead from.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from ctxlab.loaders.builder import (SessionBuilder, assemble, content_text, file
                                     tool_call_text)
 from ctxlab.loaders.records import SHAPE_ERRORS, LoadOptions, RecordLog, iter_jsonl, to_json
 from ctxlab.loaders.registry import Loader, register
-from ctxlab.schema import Transcript
+from ctxlab.schema import UNRECORDED_INPUT, Transcript
 
 IGNORED = {
     "session.mode_changed": "UI state: agent mode change",
@@ -102,6 +104,9 @@ class _Events:
             usage = {k: d[k] for k in USAGE_KEYS if k in d}
             usage["modelMetrics"] = dict(d["modelMetrics"])
             self.meta["session_usage"] = usage
+            tools = d.get("toolDefinitionsTokens")
+            if type(tools) is int and tools > 0:    # sent with every request, not recorded
+                self.meta[UNRECORDED_INPUT] = {self.b.session: tools}
             self.log.used(rtype, line=line)
         else:
             self.log.skipped(rtype, "unknown record type", line=line)

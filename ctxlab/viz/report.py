@@ -186,6 +186,8 @@ def _settings(replay: Replay, source: Transcript, cells: _Cells) -> str:
             ("window", window),
             ("estimator", est or f"the pipeline's ({p.estimator})"),
             ("unrecorded overhead", "–" if not overhead else
+             f"{overhead[-1]:,} tokens: what the log says its client sends unrecorded (no "
+             f"call reports its input to fit it from)" if not fitted and overhead[-1] else
              "none counted: the log reports no usage to fit it from" if not fitted else
              f"{overhead[0]:,} tokens" if overhead[0] == overhead[-1] else
              f"{overhead[0]:,}–{overhead[-1]:,} tokens per session"),
