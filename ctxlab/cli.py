@@ -390,10 +390,30 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     finally:
         steps.close()
     name = Path(str(t.meta.get("path") or args.path)).name
-    window = f"{r.settings.window:,}" if r.settings.window else "each call's model's"
+    window = f"{r.settings.window:,}" if r.settings.window else _model_windows(r.calls)
     print(f"replay of {name} ({len(r.calls):,} calls, window {window}): {r.pipeline}")
     print("\n".join(["", "summary:", *summary_lines(r), "", "events:", events_text(r)]))
     return 0
+
+
+def _model_windows(calls: pd.DataFrame, most: int = 3) -> str:
+    """The windows a replay without ``--window`` used, per model (``each call's model's``
+    then what they were), saying which are a provider's default or the default for a
+    model the registry does not know."""
+    from ctxlab.tokens.windows import resolve_window
+
+    if calls.empty or "window_tokens" not in calls:
+        return "each call's model's"
+    pairs = calls[["model", "window_tokens"]].astype(object).drop_duplicates()
+    shown = []
+    for model, win in pairs.head(most).itertuples(index=False):
+        model = model if isinstance(model, str) else None
+        how = resolve_window(model=model)
+        shown.append(f"{model or 'no model'} {int(win):,}" + (
+            f" ({how.provider}'s default)" if how.method == "provider-default" else
+            " (a default: the model is unknown)" if how.method == "global-default" else ""))
+    more = f", {len(pairs) - most} more" if len(pairs) > most else ""
+    return f"each call's model's: {', '.join(shown)}{more}"
 
 
 def _count(n: int, noun: str) -> str:

@@ -132,6 +132,16 @@ def test_a_reader_that_stops_early_is_no_error():
     assert proc.wait() == 141 and err == ""
 
 
+def test_replay_says_which_window_each_model_got(capsys: pytest.CaptureFixture[str]):
+    """Without --window the header said only "each call's model's": it names them, and
+    which are a default (the codex log's aide-gpt-5 got 128,000 without a word)."""
+    assert main(["replay", str(DATASETS / "coding_session.jsonl")]) == 0
+    assert ("window each call's model's: claude-opus-4-6 200,000 (anthropic's default))"
+            in capsys.readouterr().out)
+    assert main(["replay", str(DATASETS / "openai_sessions.jsonl"), "--window", "64k"]) == 0
+    assert "window 64,000)" in capsys.readouterr().out
+
+
 def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     p = tmp_path / "bad.txt"
     p.write_text("hello\n")
