@@ -64,8 +64,24 @@ def _report_lines(t: Transcript | Corpus) -> list[str]:
 
 
 def skipped_lines(sk: pd.DataFrame, more: str) -> list[str]:
-    """One line per skipped record (`LoadReport.skipped`: file:line and why), the first
-    `MAX_SKIPPED_SHOWN`, then how many more (``more``: where to see them)."""
+    """One line per skipped record (`LoadReport.skipped`: file:line and why), in line order
+    within each file (files as they come; a loader may report a record on a later pass),
+    the first `MAX_SKIPPED_SHOWN`, then how many more (``more``: where to see them).
+
+    Example:
+        >>> sk = pd.DataFrame({"file": ["a", "a", "b", "a"],
+        ...                    "line": pd.array([93, 91, 1, None], dtype="Int64"),
+        ...                    "where": ["", "", "", "file"], "reason": ["x", "y", "z", "w"]})
+        >>> for line in skipped_lines(sk, ""):
+        ...     print(line)
+          skipped a:91: y
+          skipped a:93: x
+          skipped a (file): w
+          skipped b:1: z
+    """
+    if len(sk) > 1:
+        sk = sk.assign(_file=pd.factorize(sk["file"])[0]).sort_values(
+            ["_file", "line"], kind="stable", na_position="last")
     lines = []
     for r in sk.head(MAX_SKIPPED_SHOWN).itertuples():
         loc = f"{r.file}:{r.line}" if not pd.isna(r.line) else f"{r.file} ({r.where})"
