@@ -252,3 +252,15 @@ def test_the_result_of_a_request_left_out_for_its_name_is_skipped_with_it(tmp_pa
     assert rep.loc[at, "status"] == "skipped"
     assert "(line 9)" in rep.loc[at, "reason"] and "no name" in rep.loc[at, "reason"]
     assert not (t.frame["tool_call_id"] == cid).any()
+
+
+def test_a_resumed_session_keeps_every_runs_usage(tmp_path: Path) -> None:
+    """Each run of a resumed session ends with its own session.shutdown: the last is the
+    session's usage and the earlier ones are kept (the second replaced the first)."""
+    events = fixture_events()
+    first = json.loads(json.dumps(events[-1]))
+    first["data"]["currentTokens"] = 9000
+    t = ctxlab.load(write(tmp_path, [*events[:-1], first, events[-1]]))
+    assert t.meta["session_usage"]["currentTokens"] == 13000
+    assert [u["currentTokens"] for u in t.meta["earlier_session_usage"]] == [9000]
+    assert "earlier_session_usage" not in ctxlab.load(write(tmp_path, events, "one.jsonl")).meta

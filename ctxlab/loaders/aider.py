@@ -57,7 +57,7 @@ from typing import Any
 
 from ctxlab.loaders.builder import SessionBuilder, assemble
 from ctxlab.loaders.records import LoadOptions, RecordLog, read_text
-from ctxlab.loaders.safe import count
+from ctxlab.loaders.safe import count, refused_counts
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
@@ -334,6 +334,7 @@ class _Parser:
     def tokens(self, s: int, e: int, text: str) -> None:
         usage = tokens_usage(text)
         if usage.get("input_total") is None or usage.get("output_tokens") is None:
+            refused_counts()    # what parse_count refused here is no later call's
             self.log.skipped("tokens", "token report without 'N sent' and 'N received' (cut or "
                              "garbled line)", line=s + 1)
             self.block(s + 1, e, "tokens", reason="continuation of a garbled token report")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
@@ -239,9 +240,12 @@ class SessionBuilder:
 
     def _report_refused(self, bad: list[Any], loc: str, record: str, fallback: str,
                         kept: str) -> None:
-        head, _, tail = loc.rpartition(":")
-        line = int(tail) if head and tail.isdigit() else None
-        at = f"line {line}" if line is not None else loc.partition("#")[2] or fallback
+        # loc is "file:LINE", "file:LINE#path" (a record inside a JSONL line) or "file#path"
+        m = re.search(r":(\d+)(?:#(.*))?$", loc)
+        line = int(m.group(1)) if m else None
+        inner = (m.group(2) if m else loc.partition("#")[2]) or ""
+        at = " ".join(x for x in (f"line {line}" if line is not None else "", inner) if x) \
+            or fallback
         shown = ", ".join(repr(v)[:40] for v in bad[:3]) + (" …" if len(bad) > 3 else "")
         self.log.skipped(record, f"token count{'s' if len(bad) > 1 else ''} {shown} "
                          f"{'are' if len(bad) > 1 else 'is'} not a whole number from 0 to "

@@ -26,7 +26,9 @@ Lines are ``{type, data, id, timestamp, parentId}``. What the model saw:
   with it.
 * ``session.shutdown``: per-session usage only: ``modelMetrics`` and the client's
   context breakdown (``currentTokens``, ``systemTokens``, ``conversationTokens``,
-  ``toolDefinitionsTokens``) go to ``Transcript.meta["session_usage"]``.
+  ``toolDefinitionsTokens``) go to ``Transcript.meta["session_usage"]`` (the last
+  shutdown's; those of earlier runs of a resumed session, in order, to
+  ``meta["earlier_session_usage"]``).
 Tool schemas are not recorded: ``toolDefinitionsTokens`` gives their size, which a replay
 counts in every request (``meta["unrecorded_input"]``, `ctxlab.schema.UNRECORDED_INPUT`)
 where no call reports its input to fit that overhead from.
@@ -103,6 +105,9 @@ class _Events:
         elif rtype == "session.shutdown":
             usage = {k: d[k] for k in USAGE_KEYS if k in d}
             usage["modelMetrics"] = dict(d["modelMetrics"])
+            if "session_usage" in self.meta:    # a resumed session: each run shuts down
+                self.meta.setdefault("earlier_session_usage", []).append(
+                    self.meta["session_usage"])
             self.meta["session_usage"] = usage
             tools = d.get("toolDefinitionsTokens")
             if type(tools) is int and tools > 0:    # sent with every request, not recorded

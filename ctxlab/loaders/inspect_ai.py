@@ -34,6 +34,7 @@ logger, ...) are not model input: each gets an "ignored" entry with its event ty
 from __future__ import annotations
 
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -210,7 +211,10 @@ class _Sample:
             resp = (ev.get("call") or {}).get("response") if isinstance(ev.get("call"),
                                                                         Mapping) else None
             call_id = resp.get("id") if isinstance(resp, Mapping) else None
-            b.call(call_id=call_id or ev.get("uuid"), model=out.get("model") or ev.get("model"),
+            # the provider's response id, else the event's (an id that is no text: none)
+            call_id = call_id if isinstance(call_id, str) and call_id else ev.get("uuid")
+            b.call(call_id=call_id if isinstance(call_id, str) else None,
+                   model=out.get("model") or ev.get("model"),
                    ts=timestamp(ev.get("timestamp")), input_end_pos=starts[min(seen[k], len(ids))],
                    source=log.location(where=self.where(f"events[{j}]")),
                    **usage_fields(out.get("usage")))
@@ -334,8 +338,12 @@ def _eval_samples(path: Path, log: RecordLog) -> tuple[dict[str, Any], Iterator[
         if "summaries.json" in names:
             for i, s in enumerate(parse_json(z.read("summaries.json"))):
                 order[f"samples/{s['id']}_epoch_{s['epoch']}.json"] = i
-    except (zipfile.BadZipFile, OSError, KeyError, TypeError, ValueError) as e:
+    except (zipfile.BadZipFile, OSError, KeyError, TypeError, ValueError, zlib.error,
+            RecursionError) as e:
         raise log.error(f"not a readable .eval archive: {type(e).__name__}: {e}") from None
+    if not isinstance(header, Mapping):
+        raise log.error(f"not a readable .eval archive: header.json is a JSON "
+                        f"{type(header).__name__}, not an object")
     members = sorted((n for n in names if n.startswith("samples/") and n.endswith(".json")),
                      key=lambda n: (order.get(n, len(order)), n))
 
@@ -345,8 +353,9 @@ def _eval_samples(path: Path, log: RecordLog) -> tuple[dict[str, Any], Iterator[
                 try:
                     raw = z.read(n)
                     yield n, parse_json(raw)
-                except (zipfile.BadZipFile, OSError, ValueError) as e:
-                    yield n, e
+                except (zipfile.BadZipFile, OSError, ValueError, zlib.error, RecursionError) as e:
+                    yield n, ValueError(f"{type(e).__name__}: {e}") if isinstance(
+                        e, RecursionError) else e
     return header, gen()
 
 
@@ -373,20 +382,29 @@ def load(path: Path, options: LoadOptions) -> Transcript:
         raw = doc.get("samples") or []
         samples = iter([(f"samples[{i}]", s) for i, s in enumerate(raw)]
                        if isinstance(raw, list) else [("samples", raw)])
-        for i, _ in enumerate(doc.get("reductions") or []):
+        reductions = doc.get("reductions")
+        for i, _ in enumerate(reductions if isinstance(reductions, list) else []):
             log.ignored("reduction", "score reduction over epochs, not model input",
                         where=f"reductions[{i}]")
     builders: list[SessionBuilder] = []
     tools_changed: dict[str, list[int]] = {}
+    sessions: set[str] = set()
     for prefix, sample in samples:
+        mark = log.mark()
         try:
             if isinstance(sample, Exception):
                 raise ValueError(f"sample file does not parse: {sample}")
             s = _Sample(sample, prefix, log)
+            if s.b.session in sessions:     # a repeated id and epoch: a session of its own
+                s.b.session = f"{s.b.session}@{prefix}"
             b = s.build()
-        except SHAPE_ERRORS as e:
-            log.skipped("sample", f"unexpected shape: {type(e).__name__}: {e}", where=prefix)
+        except (*SHAPE_ERRORS, RecursionError) as e:
+            log.rollback(mark)      # the entries of its messages and events: none was kept
+            why = "nested too deeply" if isinstance(e, RecursionError) else \
+                f"unexpected shape: {type(e).__name__}: {e}"
+            log.skipped("sample", why, where=prefix)
             continue
+        sessions.update(x.session for x in (b, *s.apart))
         log.used("sample", where=prefix, parts=0)
         builders.append(b)
         builders += s.apart
@@ -396,7 +414,8 @@ def load(path: Path, options: LoadOptions) -> Transcript:
     meta: dict[str, Any] = {"format": NAME, "path": str(path), "version": header.get("version"),
                             "status": header.get("status"), "task": ev.get("task"),
                             "model": ev.get("model"),
-                            "inspect_version": (ev.get("packages") or {}).get("inspect_ai")}
+                            "inspect_version": ev["packages"].get("inspect_ai")
+                            if isinstance(ev.get("packages"), Mapping) else None}
     stats = header.get("stats")
     if isinstance(stats, Mapping) and stats.get("model_usage"):
         meta["model_usage"] = stats["model_usage"]

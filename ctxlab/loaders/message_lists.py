@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Callable, Literal
 
 from ctxlab.loaders.builder import SessionBuilder, assemble
+from ctxlab.loaders.safe import refused_counts
 from ctxlab.loaders.records import (SHAPE_ERRORS, LoadOptions, RecordLog, iter_jsonl, parse_json,
                                     read_text, to_json)
 from ctxlab.schema import Transcript
@@ -142,6 +143,7 @@ def emit_record(b: SessionBuilder, log: RecordLog, rec: Record, record_type: str
                     raise TypeError(f"content of a {p.get('kind')} part is "
                                     f"{type(p.get('content')).__name__}, not text")
     except SHAPE_ERRORS as e:
+        refused_counts()    # counts its usage refused belong to no call: not the next one's
         log.skipped(record_type, shape_problem(e), line=rec.line, where=rec.where)
         return None
     if msg is None:
@@ -243,6 +245,17 @@ def load_message_list(path: Path, options: LoadOptions, *, fmt: str,
 
 
 # ---- containers -------------------------------------------------------------------------
+def _unique(sid: str, seen: set[str], suffix: str) -> str:
+    """``sid``, or ``sid`` with ``suffix`` (then ``:2``, ``:3``...) appended until it names
+    no session seen so far; the result is added to ``seen``."""
+    out, n = sid, 1
+    while out in seen:
+        out = f"{sid}{suffix}" if n == 1 else f"{sid}{suffix}:{n}"
+        n += 1
+    seen.add(out)
+    return out
+
+
 def _session_id(obj: dict[str, Any], default: str) -> str:
     for key in SESSION_KEYS:
         v = obj.get(key)
@@ -316,9 +329,7 @@ def _from_document(doc: Any, log: RecordLog, stem: str) -> list[Conversation]:
     if doc and all(_is_conversation(v) for v in doc):
         convs, seen = [], set()
         for i, v in enumerate(doc):
-            sid = _session_id(v, f"{stem}:{i}")
-            sid = sid if sid not in seen else f"{sid}:{i}"
-            seen.add(sid)
+            sid = _unique(_session_id(v, f"{stem}:{i}"), seen, f":{i}")
             convs.append(_conversation(v, log, sid, line=None, prefix=f"[{i}]."))
             log.used("conversation", where=f"[{i}]")
         return convs
@@ -334,22 +345,18 @@ def _from_jsonl(path: Path, log: RecordLog, stem: str) -> list[Conversation]:
     seen: set[str] = set()
     for i, v in iter_jsonl(path, log):
         if _is_conversation(v):
-            sid = _session_id(v, f"{stem}:{i}")
-            sid = sid if sid not in seen else f"{sid}:{i}"
-            seen.add(sid)
+            sid = _unique(_session_id(v, f"{stem}:{i}"), seen, f":{i}")
             convs.append(_conversation(v, log, sid, line=i, prefix=""))
             log.used("conversation", line=i)
         elif _is_message_list(v):       # a line holding one conversation as its messages
-            sid = f"{stem}:{i}" if f"{stem}:{i}" not in seen else f"{stem}:{i}:list"
-            seen.add(sid)
+            sid = _unique(f"{stem}:{i}", seen, ":list")
             conv = Conversation(session=sid, line=i)
             conv.messages = [conv.record(f"[{j}]", m, log) for j, m in enumerate(v)]
             convs.append(conv)
             log.used("conversation", line=i)
         elif isinstance(v, dict) and "role" in v:
             if single is None:
-                single = Conversation(session=stem if stem not in seen else f"{stem}:messages")
-                seen.add(single.session)
+                single = Conversation(session=_unique(stem, seen, ":messages"))
                 convs.append(single)
             single.messages.append(Record(v, i, None, log.location(line=i)))
         else:

@@ -125,6 +125,15 @@ def observation_text(ev: Mapping[str, Any]) -> tuple[str, str]:
     return content, "content"
 
 
+def _event_id(ev: Mapping[str, Any]) -> Any:
+    """An event's ``id``: a number, a text or absent. Anything else (a list, an object) could
+    not key the parts a condensation forgets: the record is refused before any of it is used."""
+    eid = ev.get("id")
+    if eid is not None and (isinstance(eid, bool) or not isinstance(eid, (int, float, str))):
+        raise TypeError(f"id is a {type(eid).__name__}, not a number or a text")
+    return eid
+
+
 class _Stream:
     """State of one event stream while it is turned into parts."""
 
@@ -186,7 +195,7 @@ class _Stream:
 
     # ---- events ----------------------------------------------------------------------
     def action(self, ev: Mapping[str, Any], where: str) -> None:
-        action, eid, ts = ev["action"], ev.get("id"), timestamp(ev.get("timestamp"))
+        action, eid, ts = ev["action"], _event_id(ev), timestamp(ev.get("timestamp"))
         src = self.log.location(where=where)
         b, args = self.b, ev.get("args") or {}
         if not isinstance(args, Mapping):   # before anything is added: the whole record goes
@@ -242,7 +251,8 @@ class _Stream:
     def user_action(self, action: str, args: Mapping[str, Any], eid: Any, ts: str | None,
                     src: str) -> None:
         """A user message (a real turn) or another user-initiated action."""
-        urls = list(args.get("image_urls") or [])
+        urls = args.get("image_urls") or []
+        urls = [urls] if isinstance(urls, str) else list(urls)     # one URL, not its letters
         self.b.message("user", real_user=action == "message")
         meta = {"event_id": eid}
         if action == "message":
@@ -257,7 +267,7 @@ class _Stream:
                      meta={**meta, "user_action": action})
 
     def observation(self, ev: Mapping[str, Any], where: str) -> None:
-        kind, eid, ts = ev["observation"], ev.get("id"), timestamp(ev.get("timestamp"))
+        kind, eid, ts = ev["observation"], _event_id(ev), timestamp(ev.get("timestamp"))
         src = self.log.location(where=where)
         if kind not in NOT_IN_HISTORY["observation"]:
             self.history.append(eid)
@@ -297,6 +307,9 @@ class _Stream:
     def system(self, args: Mapping[str, Any], eid: Any, ts: str | None, src: str) -> None:
         """System prompt and tool schemas (``SystemMessageAction``, newer OpenHands)."""
         tools = [t.get("function", t) for t in args.get("tools") or []]
+        for fn in tools:
+            if not isinstance(fn, Mapping):
+                raise TypeError(f"a tool is a {type(fn).__name__}, not an object")
         self.b.message("system")
         self.prompt_recorded = True
         if content_text(args.get("content")):
@@ -331,6 +344,7 @@ class _Stream:
             ids = [e for e in {*self.event_parts, *self.history}
                    if isinstance(e, int) and lo <= e <= hi]
         forgotten = set(ids or [])
+        forgotten_ids = sorted(forgotten, key=lambda e: (type(e).__name__, str(e)))
         summary, offset = args.get("summary"), as_int(args.get("summary_offset"))
         b = self.b
         inserts = summary is not None and offset is not None
@@ -339,7 +353,7 @@ class _Stream:
                         reason=f"OpenHands condensation: {len(forgotten)} event(s) forgotten"
                                + (", summary inserted" if inserts else
                                   ", summary not shown (no summary_offset)" if summary else ""),
-                        meta={"event_id": ev.get("id"), "forgotten_event_ids": sorted(forgotten),
+                        meta={"event_id": ev.get("id"), "forgotten_event_ids": forgotten_ids,
                               "summary_offset": offset})
         to_hide = [p for e in forgotten for p in self.event_parts.get(e, [])]
         # OpenHands shows the summary of the latest condensation that has one and an
@@ -359,7 +373,13 @@ class _Stream:
             before = first(self.history[:offset], True)
             after = first(self.history[offset:], False)
             after = b.next_pos if after is None else after
-            pos = (before + after) / 2 if before is not None else after - 0.5
+            if before is not None:
+                taken = [p for p in b.positions() if before < p < after]
+                pos = (before + min(taken, default=after)) / 2
+            else:
+                taken = [p for p in b.positions() if p < after]
+                pos = (max(taken) + after) / 2 if taken and max(taken) >= after - 0.5 \
+                    else after - 0.5
             b.message("user")
             pid = b.part("summary", content_text(summary), ts=timestamp(ev.get("timestamp")),
                          event=ev_id, source=self.log.location(where=where),

@@ -73,6 +73,16 @@ class RecordLog:
                             path=self.file, line=line, where=where)
         self._add(line, where, record, "skipped", 0, reason)
 
+    def mark(self) -> int:
+        """How many rows the report has: `rollback` to it forgets the rows added since."""
+        return len(self._rows["file"])
+
+    def rollback(self, mark: int) -> None:
+        """Forget the rows added since `mark` (a record that failed after some of its
+        pieces were reported: the record's own entry says what became of them)."""
+        for col in self._rows.values():
+            del col[mark:]
+
     def skipped_lines(self) -> list[int]:
         """The lines reported as skipped so far, ascending."""
         r = self._rows

@@ -165,9 +165,18 @@ def load(path: Path, options: LoadOptions) -> Transcript:
     for i, _ in enumerate(traj if isinstance(traj, list) else []):
         log.ignored("trajectory-step", "duplicates history (action/observation/response/"
                     "thought of one step)", where=f"trajectory[{i}]")
+    if traj is not None and not isinstance(traj, list):
+        log.ignored("trajectory", f"a {type(traj).__name__}, not a list of steps (history "
+                    f"holds what the model saw)", where="trajectory")
     info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
-    if "info" in doc:
+    if "info" in doc and not isinstance(doc["info"], dict):
+        log.skipped("info", f"a {type(doc['info']).__name__}, not an object: no run usage, "
+                    f"exit status or submission", where="info")
+    elif "info" in doc:
         log.used("info", where="info")
+        if "model_stats" in info and not isinstance(info["model_stats"], dict):
+            log.skipped("info.model_stats", f"a {type(info['model_stats']).__name__}, not an "
+                        f"object: no run usage", where="info.model_stats")
     stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else None
     sub = info.get("submission")
     meta = {"format": "swe_agent", "path": str(path), "model": model,

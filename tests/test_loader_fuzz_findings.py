@@ -1,0 +1,194 @@
+"""Loader bugs a mutation fuzz found (about 36,000 mutants of eight formats), one test each.
+
+The rules they broke: bad input is a `LoadError` naming the file (never a raw traceback)
+or a report entry; a skipped record leaves nothing behind; the report's part counts add up
+to the frame; a report entry names the record it is about; every part has a place of its own.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ctxlab
+from ctxlab.errors import LoadError
+
+SAMPLE = {"id": 1, "epoch": 1, "messages": [{"id": "m1", "role": "user", "content": "hi"}],
+          "events": []}
+
+
+def _write(tmp_path: Path, name: str, data: str | bytes) -> Path:
+    p = tmp_path / name
+    p.write_bytes(data if isinstance(data, bytes) else data.encode())
+    return p
+
+
+def _inspect(**doc: Any) -> str:
+    return json.dumps({"version": 2, "status": "success",
+                       "eval": {"task": "t", "task_id": "x", "model": "m"},
+                       "samples": [SAMPLE], **doc})
+
+
+def _eval(members: dict[str, str], method: int = zipfile.ZIP_STORED) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", method) as z:
+        for name, text in members.items():
+            z.writestr(name, text)
+    return buf.getvalue()
+
+
+def _accounted(t: ctxlab.Transcript) -> bool:
+    """The report's part counts add up to the frame."""
+    return int(t.load_report.records["parts"].sum()) == len(t.frame)
+
+
+def test_repeated_session_ids_are_sessions_of_their_own(tmp_path: Path):
+    """Two samples with one id and epoch (or 1 and "1"), and conversations named "a:2",
+    "a", "a", stopped the whole file with a SchemaError on duplicate part ids."""
+    twice = _inspect(samples=[SAMPLE, {**SAMPLE, "id": "1"}])
+    t = ctxlab.load(_write(tmp_path, "dup.json", twice), format="inspect_ai")
+    assert len(t.sessions) == 2 and len(set(t.sessions)) == 2 and len(t.frame) == 2
+    convs = [{"id": i, "messages": [{"role": "user", "content": f"q{n}"}]}
+             for n, i in enumerate(("a:2", "a", "a"))]
+    t = ctxlab.load(_write(tmp_path, "ids.json", json.dumps(convs)), format="openai_messages")
+    assert len(set(t.sessions)) == 3 and sorted(t.frame["content"]) == ["q0", "q1", "q2"]
+
+
+@pytest.mark.parametrize("name,data", [
+    ("packages.json", _inspect(eval={"task": "t", "task_id": "x", "packages": ["inspect_ai"]})),
+    ("reductions.json", _inspect(reductions=0.5)),
+    ("header.eval", _eval({"header.json": "[]"})),
+    ("deep.eval", _eval({"header.json": "{}", "samples/1_epoch_1.json": "[" * 3000 + "]" * 3000})),
+])
+def test_inspect_odd_documents_load_or_fail_with_a_load_error(tmp_path: Path, name, data):
+    """A list of packages, a number of reductions, a header that is no object, a sample
+    nested 3,000 deep: raw AttributeError, TypeError or RecursionError before."""
+    p = _write(tmp_path, name, data)
+    try:
+        t = ctxlab.load(p, format="inspect_ai")
+    except LoadError as e:
+        assert str(p) in str(e)
+    else:
+        assert _accounted(t)
+
+
+def test_an_inspect_archive_with_a_corrupt_member_is_a_load_error_or_a_skipped_sample(
+        tmp_path: Path):
+    raw = bytearray(_eval({"header.json": "{}",
+                           "samples/1_epoch_1.json": json.dumps(SAMPLE) * 20},
+                          zipfile.ZIP_DEFLATED))
+    at = raw.find(b"samples/1_epoch_1.json") + 40
+    for k in range(at, at + 30):
+        raw[k] ^= 0x5A
+    p = _write(tmp_path, "z.eval", bytes(raw))
+    try:
+        t = ctxlab.load(p, format="inspect_ai")
+    except LoadError as e:
+        assert str(p) in str(e)
+    else:
+        assert (t.load_report.records["status"] == "skipped").any() and _accounted(t)
+
+
+def test_a_failed_inspect_sample_leaves_no_used_entries(tmp_path: Path):
+    """A response id that is a list failed the sample after its messages were reported
+    used: the report said 2 parts, the frame had none. Now the sample loads (the id is
+    dropped), and whatever fails, the report adds up to the frame."""
+    ev = {"event": "model", "model": "m", "tools": [],
+          "input": [{"id": "m1", "role": "user", "content": "hi"}],
+          "output": {"model": "m", "choices": [{"message": {"id": "a1", "role": "assistant",
+                                                            "content": "yo"}}],
+                     "usage": {"input_tokens": 5, "output_tokens": 1, "total_tokens": 6}},
+          "call": {"response": {"id": ["x"]}}}
+    sample = {**SAMPLE, "messages": [*SAMPLE["messages"],
+                                     {"id": "a1", "role": "assistant", "content": "yo"}],
+              "events": [ev]}
+    t = ctxlab.load(_write(tmp_path, "rid.json", _inspect(samples=[sample])),
+                    format="inspect_ai")
+    assert _accounted(t) and len(t.frame) == 2 and t.calls["input_total"].tolist() == [5]
+    assert t.calls["call_id"].isna().all()
+    broken = {**sample, "output": {"choices": {"not": "a list"}}}
+    t = ctxlab.load(_write(tmp_path, "bad.json", _inspect(samples=[broken, SAMPLE])),
+                    format="inspect_ai")
+    assert _accounted(t)
+
+
+def test_a_skipped_openhands_record_leaves_nothing_behind(tmp_path: Path):
+    """An action whose id is a list was reported skipped, yet its thought and its call
+    stayed, and every later condensation then failed after hiding parts."""
+    events = [{"id": 1, "source": "user", "action": "message", "args": {"content": "task"}},
+              {"id": [2], "source": "agent", "action": "run",
+               "args": {"command": "ls", "thought": "look"}},
+              {"id": 3, "source": "agent", "action": "condensation",
+               "args": {"forgotten_event_ids": [1], "summary": "S", "summary_offset": 0}}]
+    t = ctxlab.load(_write(tmp_path, "oh.json", json.dumps(events)), format="openhands")
+    f, rep = t.frame, t.load_report.records
+    assert "look" not in set(f["content"]) and len(t.calls) == 0 and _accounted(t)
+    assert (rep["status"] == "skipped").sum() == 1
+    assert f.loc[f["content"] == "task", "hidden_by"].notna().all()
+    assert (f["kind"] == "summary").sum() == 1
+    system = [{"id": 0, "source": "agent", "action": "system",
+               "args": {"content": "SYS", "tools": [{"function": "bash"}]}}]
+    t = ctxlab.load(_write(tmp_path, "sys.json", json.dumps(system)), format="openhands")
+    assert len(t.frame) == 0 and _accounted(t)
+
+
+def test_an_openhands_summary_has_a_place_of_its_own(tmp_path: Path):
+    """Forgetting one event of three put the summary at the forgotten part's position."""
+    events = [{"id": i, "source": "user", "action": "message", "args": {"content": c}}
+              for i, c in ((1, "task"), (2, "old"), (3, "new"))]
+    events.append({"id": 4, "source": "agent", "action": "condensation",
+                   "args": {"forgotten_event_ids": [2], "summary": "S", "summary_offset": 1}})
+    t = ctxlab.load(_write(tmp_path, "oh3.json", json.dumps(events)), format="openhands")
+    pos = t.frame.set_index("content")["pos"]
+    assert pos.is_unique and pos["task"] < pos["S"] < pos["new"]
+    visible = t.frame[t.frame["hidden_by"].isna()].sort_values("pos")["content"].tolist()
+    assert visible == ["task", "S", "new"]
+
+
+def test_a_refused_token_count_is_reported_at_its_own_record(tmp_path: Path):
+    """aider: a count too large to be one was reported a second time at the next, valid
+    token line; a JSONL conversation's refused count named no line."""
+    md = ("# aider chat started at 2024-08-01 10:00:00\n\n#### hello  \n\nHi.\n\n"
+          "> Tokens: 99999999999999999999 sent, 5 received.  \n\n#### next  \n\nBye.\n\n"
+          "> Tokens: 10 sent, 3 received.  \n")
+    t = ctxlab.load(_write(tmp_path, "x.aider.chat.history.md", md), format="aider")
+    skipped = t.load_report.skipped
+    assert skipped["line"].tolist() == [7]
+    conv = [{"id": f"c{n}", "messages": [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a", "usage": {"prompt_tokens": tokens}}]}
+        for n, tokens in ((1, 5), (2, -5))]
+    p = _write(tmp_path, "u.jsonl", "\n".join(json.dumps(c) for c in conv) + "\n")
+    with pytest.raises(LoadError) as e:
+        ctxlab.load(p, format="openai_messages", strict=True)
+    assert f"{p}:2" in str(e.value)
+    assert ctxlab.load(p, format="openai_messages").load_report.skipped["line"].tolist() == [2]
+
+
+def test_one_image_url_is_one_image(tmp_path: Path):
+    """OpenHands: an image_urls given as one string made an image part per character."""
+    events = [{"id": 1, "source": "user", "action": "message",
+               "args": {"content": "look", "image_urls": "http://x/a.png"}}]
+    t = ctxlab.load(_write(tmp_path, "img.json", json.dumps(events)), format="openhands")
+    assert t.frame.loc[t.frame["kind"] == "image", "content"].tolist() == ["http://x/a.png"]
+
+
+@pytest.mark.parametrize("field,value,status", [
+    ("trajectory", {"not": "a list"}, "ignored"), ("info", ["x"], "skipped"),
+    ("info", {"model_stats": 7}, "skipped")])
+def test_swe_agent_fields_of_the_wrong_shape_are_reported(tmp_path: Path, field, value,
+                                                          status):
+    """A trajectory that is no list, an info or model_stats that is no object were
+    dropped without a report entry."""
+    doc = {"environment": "e", "history": [
+        {"role": "system", "content": "sys"}, {"role": "user", "content": "task"},
+        {"role": "assistant", "content": "ok", "action": "ls"}], field: value}
+    t = ctxlab.load(_write(tmp_path, "x.traj", json.dumps(doc)), format="swe_agent")
+    rep = t.load_report.records
+    where = "info.model_stats" if isinstance(value, dict) and "model_stats" in value else field
+    assert rep.loc[rep["where"] == where, "status"].tolist() == [status]
