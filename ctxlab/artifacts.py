@@ -284,7 +284,7 @@ def artifacts(texts: pd.Series, *, user: pd.Series | None = None) -> pd.DataFram
     if doc.any():   # a JSON document (a tool result as JSON): its values as lines
         text[doc] = [json_text(x) for x in raw[doc].tolist()]
     mine = text if user is None else text[~user.to_numpy(dtype=bool)]
-    frames = [_tokens(text), _errors(text), _commands(raw[tool], text, mine),
+    frames = [_tokens(_spaced_cjk(text)), _errors(text), _commands(raw[tool], text, mine),
               _instructions(text if user is None else text[user.to_numpy(dtype=bool)])]
     out = pd.concat([f for f in frames if len(f)] or [_frame([], "path", pd.Series([]))],
                     ignore_index=True)
@@ -292,6 +292,30 @@ def artifacts(texts: pd.Series, *, user: pd.Series | None = None) -> pd.DataFram
     order = out["kind"].map({k: i for i, k in enumerate(ARTIFACT_KINDS)})
     out = out.assign(_o=order).sort_values(["row", "_o", "value"], kind="stable")
     return out.drop(columns="_o").reset_index(drop=True)[list(_COLUMNS)]
+
+
+_CJK = "\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"
+"""Chinese, Japanese and Korean characters and their full-width punctuation."""
+_CJK_EDGE = re.compile(f"(?<=[{_CJK}])(?=[A-Za-z0-9])|(?<=[A-Za-z0-9])(?=[{_CJK}])")
+
+
+def _spaced_cjk(text: pd.Series) -> pd.Series:
+    """Texts with a space wherever a CJK character meets a Latin letter or a digit, for
+    the token scan: a CJK character counts as a word character (``\\w``), so, written
+    without spaces as CJK text is, ``修改src/app.py文件`` hid its path and ``共3个`` its
+    number. A CJK file name keeps its place in a path (``docs/说明-中文.md``: the CJK
+    characters meet ``/``, ``-`` and ``.``, not a letter).
+
+    Example:
+        >>> _spaced_cjk(pd.Series(["修改src/app.py文件", "docs/说明-中文.md", "no"])).tolist()
+        ['修改 src/app.py 文件', 'docs/说明-中文.md', 'no']
+    """
+    has = text.str.contains(f"[{_CJK}]", regex=True).fillna(False).to_numpy(dtype=bool)
+    if not has.any():
+        return text
+    out = text.copy()
+    out[has] = out[has].str.replace(_CJK_EDGE, " ", regex=True)
+    return out
 
 
 def artifacts_cached(texts: pd.Series, *, user: pd.Series | None = None) -> pd.DataFrame:

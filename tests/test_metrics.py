@@ -100,6 +100,20 @@ def test_errors_keep_failure_lines_and_skip_code():
         "fatal: not a git repository", "error[E0382]: borrow of moved value"])
 
 
+@pytest.mark.parametrize("text, kind, expected", [
+    # written without spaces, as CJK text is: the path and the number were missed, or the
+    # path took the words around it
+    ("请修改src/app/config.py文件", "path", ["src/app/config.py"]),
+    ("最後幫我把刪除TODO.md", "path", ["TODO.md"]),
+    ("上限是8387个请求", "number", ["8387"]),
+    ("CLAUDE.mdファイルを最新の状態にアップデートしました", "identifier", []),
+    # a CJK file name is a file name
+    ("read /home/wei/repo/版本需求說明-繁體中文.md", "path", ["/home/wei/repo/版本需求說明-繁體中文.md"]),
+])
+def test_artifacts_next_to_cjk_text(text, kind, expected):
+    assert _values(text, kind) == sorted(expected)
+
+
 @pytest.mark.parametrize("text, expected", [
     ("call parse_invoices on RateLimiter via parseInvoices",
      ["RateLimiter", "parseInvoices", "parse_invoices"]),
