@@ -56,6 +56,8 @@ class SessionHistory(Placement):
         parts = self.frame["part"].to_numpy(dtype=np.int64)
         self._row_of = dict(zip(parts.tolist(), range(len(parts))))
         self._hidden = self.frame["hidden_by"].notna().to_numpy().copy()
+        self._base_hider = self.frame["hidden_by"].to_numpy(dtype=np.float64, na_value=np.nan)
+        self._part = self.frame["part"].to_numpy(dtype=np.int64)
         self._pos = self.frame["pos"].to_numpy(dtype=np.float64)
         self._msg = self.frame["msg"].to_numpy(dtype=np.int64)
         self._turn = self.frame["turn"].to_numpy(dtype=np.int64, na_value=0)
@@ -93,8 +95,13 @@ class SessionHistory(Placement):
                               f"{self.session!r} does not have")
         orig = [self._row_of[h] for h in hide if h in self._row_of]
         new = [self._new_row_of[h] for h in hide if h in self._new_row_of]
-        if any(self._hidden[r] for r in orig) or any(self._new["hidden_by"][r] is not None
-                                                     for r in new):
+        # a part the log's own history edit hides after this call (a user's /clear or
+        # rewind) is still in this request: the stage hides it first, and the event
+        # remembers whose it was (`taken_over`), for a rewind to give it back
+        took = {int(self._part[r]): int(self._base_hider[r]) for r in orig
+                if self._hidden[r] and r not in self._hides and end_pos <= self.hi[r]}
+        if any(self._hidden[r] and int(self._part[r]) not in took for r in orig) or any(
+                self._new["hidden_by"][r] is not None for r in new):
             raise ConfigError(f"{edit.stage}: edit hides parts that are already hidden")
         positions = self._insert_positions(edit.insert, hide, end_pos)
         event_id = self.next_event
@@ -117,6 +124,8 @@ class SessionHistory(Placement):
                 bisect.insort(self._new_pos_sorted, p)
         record = {"stage_details": dict(edit.details), "hidden": len(hide),
                   "inserted": len(edit.insert), **(meta or {})}
+        if took:
+            record[TAKEN_OVER] = {str(k): v for k, v in took.items()}
         if edit.summarizer_calls:
             record["summarizer_calls"] = list(edit.summarizer_calls)
         self._events.append({"session": self.session, "event": event_id,
@@ -166,6 +175,11 @@ class SessionHistory(Placement):
                            if n.meta else None for n in inserts]}
         for name, col in self._new.items():
             col.extend(values.get(name, [None] * k))
+
+    def hidden_by_stage(self, row: int) -> bool:
+        """Whether a stage of this history hid an original row (``row``: its position in
+        the session's frame)."""
+        return row in self._hides
 
     def note(self, event: int, **values: Any) -> None:
         """Add values to the meta JSON of an event this history made."""
@@ -329,9 +343,30 @@ def rewind(t: Transcript, event: int | None = None, *, session: str | None = Non
     hidden = np.array([(s, h) in keys for s, h in zip(sessions, f["hidden_by"].fillna(-1))]) \
         & f["hidden_by"].notna().to_numpy()
     frame = f.copy()
-    frame.loc[hidden, "hidden_by"] = pd.NA
+    back = taken_over(ev[undo])         # the log's own edits hide them again
+    frame.loc[hidden, "hidden_by"] = pd.array(
+        [back.get((s, p), pd.NA) for s, p in zip(sessions[hidden], f["part"].to_numpy()[hidden])],
+        dtype=f["hidden_by"].dtype)
     frame = frame[~inserted].reset_index(drop=True)
     return replace(t, frame=frame, events=ev[~undo].reset_index(drop=True))
+
+
+TAKEN_OVER = "taken_over"
+"""Key of a stage event's meta: the parts it hid that a later history edit of the log hides
+too, each with that edit's id (``{"<part>": event}``)."""
+
+
+def taken_over(events: pd.DataFrame) -> dict[tuple[str, int], int]:
+    """``(session, part)`` → the log's history edit (`HISTORY_EDITS`: a user's /clear or
+    rewind) that hid the part after one of ``events`` (a stage's) hid it first: a
+    replay's stage acts on a request the user has not cleared yet. What a rewind of that
+    event gives back to the history edit, and what metrics count as the user's edit."""
+    out: dict[tuple[str, int], int] = {}
+    for s, m in zip(events["session"], events["meta"]):
+        if isinstance(m, str) and f'"{TAKEN_OVER}"' in m:
+            out.update({(str(s), int(p)): int(h)
+                        for p, h in json.loads(m)[TAKEN_OVER].items()})
+    return out
 
 
 def effective_history(frame: pd.DataFrame) -> pd.DataFrame:

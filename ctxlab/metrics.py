@@ -29,6 +29,7 @@ from ctxlab.artifacts import (ARTIFACT_KINDS, artifact_ids, artifact_kinds,  # n
                               artifact_values, artifacts, artifacts_cached, ids_generation,
                               instruction_rows, path_ids as _path_ids)
 from ctxlab.errors import ConfigError
+from ctxlab.history import taken_over
 from ctxlab.schema import HISTORY_EDITS, Transcript  # noqa: F401 (HISTORY_EDITS re-exported)
 from ctxlab.visibility import part_spans
 
@@ -162,8 +163,12 @@ def _base_spans(f: pd.DataFrame, ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarr
     and parts that other events inserted are never seen."""
     hist = ev[ev["origin"].isin(sorted(HISTORY_EDITS))]
     keep_ins, keep_hid = f["event"].isin(hist["event"]), f["hidden_by"].isin(hist["event"])
-    lo, hi = part_spans(f.assign(event=f["event"].where(keep_ins),
-                                 hidden_by=f["hidden_by"].where(keep_hid)), hist)
+    hider = f["hidden_by"].where(keep_hid)
+    back = taken_over(ev)
+    if back:        # hidden first by a stage, then by the log's own edit (a user's /clear)
+        hider = pd.Series([back.get((s, p), h) for s, p, h in zip(
+            f["session"], f["part"], hider)], index=f.index, dtype=f["hidden_by"].dtype)
+    lo, hi = part_spans(f.assign(event=f["event"].where(keep_ins), hidden_by=hider), hist)
     return np.where((f["event"].notna() & ~keep_ins).to_numpy(), np.inf, lo), hi
 
 

@@ -93,7 +93,12 @@ class Replay:
         return self.settings.pipeline
 
     def _session(self, session: str | None) -> str:
-        return session if session is not None else self.base.sessions[0]
+        """``session``, or by default the log's first session with calls (aider's history
+        opens with a session of none)."""
+        if session is not None:
+            return session
+        with_calls = set(self.base.calls["session"])
+        return next((s for s in self.base.sessions if s in with_calls), self.base.sessions[0])
 
     def estimator(self, session: str | None = None) -> Estimator:
         """The estimator that counted a session's calls (one per session)."""
@@ -469,6 +474,8 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
                     heapq.heappush(exits, (hi[i], i))
         while exits and exits[0][0] < end:
             _, i = heapq.heappop(exits)
+            if history.hidden_by_stage(i):      # a stage took it out before the log's edit
+                continue
             sums.add(cats[i], tokens[i], turns[i], msgs[i], -1, users[i])
             rows_seen.left.append(i)
         win = settings.window if settings.window is not None else \

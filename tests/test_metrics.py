@@ -108,7 +108,8 @@ def test_errors_keep_failure_lines_and_skip_code():
     ("上限是8387个请求", "number", ["8387"]),
     ("CLAUDE.mdファイルを最新の状態にアップデートしました", "identifier", []),
     # a CJK file name is a file name
-    ("read /home/wei/repo/版本需求說明-繁體中文.md", "path", ["/home/wei/repo/版本需求說明-繁體中文.md"]),
+    ("read /home/wei/repo/版本需求說明-繁體中文.md", "path",
+     ["/home/wei/repo/版本需求說明-繁體中文.md"]),
 ])
 def test_artifacts_next_to_cjk_text(text, kind, expected):
     assert _values(text, kind) == sorted(expected)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import pandas as pd
@@ -47,6 +48,46 @@ def test_layer_sums_follow_a_hidden_prompt_on_a_real_log():
     r = replay(t, p, window=200_000)
     moved = _assert_layers_rebuilt(r)
     assert moved, "no call had its first user text hidden while another stayed"
+
+
+@pytest.mark.skipif(not REALDATA.is_dir(), reason="../shared/realdata is absent")
+@pytest.mark.parametrize("preset", ["copilot-legacy", "copilot-fixed"])
+def test_a_stage_may_hide_what_the_user_clears_later(preset):
+    """aider's /clear is the user's edit and stays in a replay; before it, the request
+    still holds what it will drop, and copilot's monologue stage hides some of that first
+    (it stopped with "edit hides parts that are already hidden"). The stage's event takes
+    the part over and remembers the /clear, so every request adds up, a rewind gives the
+    part back to the /clear, and recall does not count the /clear as the stage's loss."""
+    from ctxlab.history import taken_over
+
+    log = ctxlab.load(REALDATA / "aider" / "chat-history.md")
+    sessions = ["chat-history:12", "chat-history:13", "chat-history:14"]
+    t = dataclasses.replace(log, **{k: getattr(log, k)[getattr(log, k)["session"].isin(
+        sessions)].reset_index(drop=True) for k in ("frame", "calls", "events")})
+    r = replay(t, preset)
+    took = taken_over(r.transcript.events)
+    assert took and all(r.base.frame.set_index(["session", "part"]).loc[list(took),
+                                                                        "hidden_by"].notna())
+    _assert_layers_rebuilt(r)
+    pd.testing.assert_frame_equal(r.transcript.rewind().frame, r.base.frame)
+    s = next(iter(took))[0]
+    k = int(r.events.loc[r.events["session"] == s, "call"].iloc[0])
+    again = r.rewind(k, session=s).resume()
+    pd.testing.assert_frame_equal(again.calls, r.calls)
+    pd.testing.assert_frame_equal(again.transcript.frame, r.transcript.frame)
+    # a rewound part is the /clear's again
+    back = r.rewind(k, session=s).transcript.frame.set_index(["session", "part"])
+    assert all(back.loc[key, "hidden_by"] == hider for key, hider in took.items()
+               if key[0] == s)
+    # what the log without compaction shows (recall's reference): the /clear hides them
+    from ctxlab.metrics import _base_spans
+    f = r.transcript.frame
+    ev = r.transcript.events
+    mine = (f["session"] == s).to_numpy()
+    _, hi = _base_spans(f[mine], ev[ev["session"] == s])
+    clears = ev[(ev["session"] == s) & (ev["origin"] == "clear")].set_index("event")["pos"]
+    parts = f.loc[mine, "part"].tolist()
+    assert all(hi[parts.index(p)] == clears[h] for (ss, p), h in took.items() if ss == s)
 
 
 def _assert_layers_rebuilt(r) -> int:
