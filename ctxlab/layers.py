@@ -55,7 +55,7 @@ def assign_layers(parts: Rows) -> np.ndarray:
     t = table_of(parts)
     if t is None:
         t = Table.from_frame(parts.reset_index(drop=True))
-    cls = t.derived("layer_class", ("role", "kind", "content"), _classes)
+    cls = layer_classes(t)
     turn = ints(t, "turn")
     msg = ints(t, "msg")
     current = int(turn.max())
@@ -75,6 +75,13 @@ def assign_layers(parts: Rows) -> np.ndarray:
 # What of a part's layer depends on the part alone (`_classes`, bit flags); the rest
 # depends on the request's current turn and prompt.
 _ATTACHMENT, _SYSTEM, _TOOLS, _USER_TEXT = 1, 2, 4, 8
+USER_TEXT = _USER_TEXT
+CATEGORY_OF_CLASS: tuple[str, ...] = tuple(
+    "tools" if f & _TOOLS else "system" if f & _SYSTEM else "attach" if f & _ATTACHMENT
+    else "other" for f in range(16))
+"""The `layer_categories` category of each `layer_classes` value (what of a part's layer
+does not depend on the request: tools, then system, then attachment)."""
+_CATEGORIES = np.array(CATEGORY_OF_CLASS, dtype=object)
 
 
 def layer_categories(t: Table) -> np.ndarray:
@@ -89,18 +96,20 @@ def layer_categories(t: Table) -> np.ndarray:
         >>> layer_categories(t).tolist()
         ['system', 'attach', 'system']
     """
-    cls = t.derived("layer_class", ("role", "kind", "content"), _classes)
-    out = np.where((cls & _ATTACHMENT) != 0, "attach", "other").astype(object)
-    out[(cls & _SYSTEM) != 0] = "system"
-    out[(cls & _TOOLS) != 0] = "tools"
-    return out
+    return _CATEGORIES[layer_classes(t)]
+
+
+def layer_classes(t: Table) -> np.ndarray:
+    """Per part, what of its layer depends on the part alone, as bit flags (`USER_TEXT`
+    and the others; `CATEGORY_OF_CLASS` maps them to `layer_categories`). Kept with the
+    table's rows."""
+    return t.derived("layer_class", ("role", "kind", "content"), _classes)
 
 
 def user_texts(t: Table) -> np.ndarray:
     """Per part, whether it is a user text (what `assign_layers` picks a turn's prompt
     message among; injected context included)."""
-    cls = t.derived("layer_class", ("role", "kind", "content"), _classes)
-    return (cls & _USER_TEXT) != 0
+    return (layer_classes(t) & _USER_TEXT) != 0
 
 
 def _classes(t: Table) -> np.ndarray:

@@ -93,12 +93,19 @@ class Placement:
     _new_event_pos: list[float]
 
     def _below(self, x: float) -> float:
-        """The largest part position below ``x`` (-inf when none)."""
-        return float(self._nearest(np.array([x]), above=False)[0])
+        """The largest part position below ``x`` (-inf when none): `_nearest` of one."""
+        pos, placed = self._sorted_pos, self._new_pos_sorted
+        i = int(pos.searchsorted(x, side="left"))
+        j = bisect.bisect_left(placed, x)
+        return max(float(pos[i - 1]) if i else -np.inf, placed[j - 1] if j else -np.inf)
 
     def _above(self, x: float) -> float:
-        """The smallest part position above ``x`` (inf when none)."""
-        return float(self._nearest(np.array([x]), above=True)[0])
+        """The smallest part position above ``x`` (inf when none): `_nearest` of one."""
+        pos, placed = self._sorted_pos, self._new_pos_sorted
+        i = int(pos.searchsorted(x, side="right"))
+        j = bisect.bisect_right(placed, x)
+        return min(float(pos[i]) if i < len(pos) else np.inf,
+                   placed[j] if j < len(placed) else np.inf)
 
     def _nearest(self, x: np.ndarray, *, above: bool) -> np.ndarray:
         """For each of ``x``, the nearest part position above it (inf when none) or below

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.engine import StageRun
-from ctxlab.layers import layer_categories, user_texts
+from ctxlab.layers import CATEGORY_OF_CLASS, USER_TEXT, layer_categories, layer_classes, user_texts
 from ctxlab.pipeline import Pipeline, forced_final, model_window, trigger_scope
 from ctxlab.schema import TEXT, Transcript
 from ctxlab.stages.table import Table
@@ -93,13 +93,14 @@ class Sums:
     def add_table(self, t: Table, sign: int) -> None:
         """`add` every part of a table (a stage's hidden or inserted rows): the same sums,
         gathered per category, turn and message with NumPy when there are many."""
-        cats, tokens = layer_categories(t), t.ints("tokens")
-        turns, msgs, users = t.ints("turn"), t.ints("msg"), user_texts(t)
-        if t.n <= _ROW_BY_ROW:
-            for row in zip(cats.tolist(), tokens.tolist(), turns.tolist(), msgs.tolist(),
-                           users.tolist()):
-                self.add(*row[:4], sign, row[4])
+        tokens, turns, msgs = t.ints("tokens"), t.ints("turn"), t.ints("msg")
+        if t.n <= _ROW_BY_ROW:          # categories from the layer classes, in Python
+            for flags, tok, turn, msg in zip(layer_classes(t).tolist(), tokens.tolist(),
+                                             turns.tolist(), msgs.tolist()):
+                self.add(CATEGORY_OF_CLASS[flags], tok, turn, msg, sign,
+                         bool(flags & USER_TEXT))
             return
+        cats, users = layer_categories(t), user_texts(t)
         signed = sign * tokens
         other, attach = cats == "other", cats == "attach"
         self.other += int(signed[other].sum())
