@@ -64,24 +64,8 @@ def _report_lines(t: Transcript | Corpus) -> list[str]:
 
 
 def skipped_lines(sk: pd.DataFrame, more: str) -> list[str]:
-    """One line per skipped record (`LoadReport.skipped`: file:line and why), in line order
-    within each file (files as they come; a loader may report a record on a later pass),
-    the first `MAX_SKIPPED_SHOWN`, then how many more (``more``: where to see them).
-
-    Example:
-        >>> sk = pd.DataFrame({"file": ["a", "a", "b", "a"],
-        ...                    "line": pd.array([93, 91, 1, None], dtype="Int64"),
-        ...                    "where": ["", "", "", "file"], "reason": ["x", "y", "z", "w"]})
-        >>> for line in skipped_lines(sk, ""):
-        ...     print(line)
-          skipped a:91: y
-          skipped a:93: x
-          skipped a (file): w
-          skipped b:1: z
-    """
-    if len(sk) > 1:
-        sk = sk.assign(_file=pd.factorize(sk["file"])[0]).sort_values(
-            ["_file", "line"], kind="stable", na_position="last")
+    """One line per skipped record (`LoadReport.skipped`: file:line and why), the first
+    `MAX_SKIPPED_SHOWN`, then how many more (``more``: where to see them)."""
     lines = []
     for r in sk.head(MAX_SKIPPED_SHOWN).itertuples():
         loc = f"{r.file}:{r.line}" if not pd.isna(r.line) else f"{r.file} ({r.where})"
@@ -406,21 +390,26 @@ def _cmd_replay(args: argparse.Namespace) -> int:
     finally:
         steps.close()
     name = Path(str(t.meta.get("path") or args.path)).name
-    window = f"{r.settings.window:,}" if r.settings.window else _model_windows(r.calls)
+    window = f"{r.settings.window:,}" if r.settings.window else _model_windows(r.base, r.calls)
     print(f"replay of {name} ({len(r.calls):,} calls, window {window}): {r.pipeline}")
     print("\n".join(["", "summary:", *summary_lines(r), "", "events:", events_text(r)]))
     return 0
 
 
-def _model_windows(calls: pd.DataFrame, most: int = 3) -> str:
+def _model_windows(t: Transcript, calls: pd.DataFrame, most: int = 3) -> str:
     """The windows a replay without ``--window`` used, per model (``each call's model's``
     then what they were), saying which are a provider's default or the default for a
     model the registry does not know."""
+    from ctxlab.pipeline import call_models
     from ctxlab.tokens.windows import resolve_window
 
     if calls.empty or "window_tokens" not in calls:
         return "each call's model's"
-    pairs = calls[["model", "window_tokens"]].astype(object).drop_duplicates()
+    # a call that names no model has the window of the one named before it (`call_models`)
+    filled = {s: call_models(t, s) for s in pd.unique(calls["session"])}
+    model = [filled[s].get(int(k)) for s, k in zip(calls["session"], calls["call"])]
+    pairs = pd.DataFrame({"model": model, "window_tokens": calls["window_tokens"].to_numpy()},
+                         dtype=object).drop_duplicates()
     shown = []
     for model, win in pairs.head(most).itertuples(index=False):
         model = model if isinstance(model, str) else None

@@ -24,7 +24,7 @@ from ctxlab.engine import Budget, StageRun, call_end_pos, make_view, run_on
 from ctxlab.errors import ConfigError
 from ctxlab.history import SessionHistory
 from ctxlab.layers import LAYERS
-from ctxlab.schema import Transcript, session_rows
+from ctxlab.schema import Transcript, remembered, session_rows
 from ctxlab.stages import stage as make_stage
 from ctxlab.stages.base import Stage, View, ints, labels, one_of
 from ctxlab.stages.grammar import view_grammar
@@ -325,7 +325,10 @@ def changed(p: Pipeline, **changes: Any) -> Pipeline:
     if unknown:
         raise ConfigError(f"pipeline {p.name!r} has no field {unknown[0]!r}; fields: "
                           f"{', '.join(names)}")
-    return replace(p, **changes) if changes else p
+    try:
+        return replace(p, **changes) if changes else p
+    except (TypeError, ValueError) as e:     # a value of the wrong type
+        raise ConfigError(f"pipeline {p.name!r}: {e}") from None
 
 
 def resolve_pipeline(pipeline: str | Pipeline) -> Pipeline:
@@ -353,18 +356,11 @@ def call_models(t: Transcript, session: str) -> dict[int, str | None]:
     return out
 
 
-_CALL_COLUMNS: list[tuple[pd.DataFrame, tuple[np.ndarray, np.ndarray]]] = []
-
-
 def _call_columns(calls: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """A calls frame's ``call`` and ``model`` columns as arrays, remembered for the last
-    frame (a log of many sessions reads them once, not once per session)."""
-    got = _CALL_COLUMNS[0] if _CALL_COLUMNS else None    # (one read: threads may swap it)
-    if got is None or got[0] is not calls:
-        got = (calls, (calls["call"].to_numpy(dtype=np.int64),
-                       calls["model"].to_numpy(dtype=object)))
-        _CALL_COLUMNS[:] = [got]
-    return got[1]
+    """A calls frame's ``call`` and ``model`` columns as arrays (read once per frame
+    inside `ctxlab.schema.frames_unchanged`: a log of many sessions)."""
+    return remembered(calls, "call_columns", lambda c: (
+        c["call"].to_numpy(dtype=np.int64), c["model"].to_numpy(dtype=object)))
 
 
 def window_for(t: Transcript, session: str, call: int, default: int | None = None) -> int:

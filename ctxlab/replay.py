@@ -37,7 +37,7 @@ from ctxlab.pipeline import (Pipeline, call_models, changed, compact_view, force
 from ctxlab.replay_state import (Anchor, Sums, after_values, apply_to_sums, call_row,
                                  empty_ledger, event_row, events_frame, ledger_rows,
                                  window_of)
-from ctxlab.schema import UNRECORDED_INPUT, Transcript, session_rows
+from ctxlab.schema import UNRECORDED_INPUT, Transcript, frames_unchanged, session_rows
 from ctxlab.stages.base import Stage, View
 from ctxlab.stages.grammar import grown_scan, view_grammar
 from ctxlab.stages.table import Table, append
@@ -170,7 +170,8 @@ class Replay:
         if old.log is not None and old.estimator is None \
                 and p.estimator != old.pipeline.estimator:  # overheads fitted for its counts
             settings = replace(settings, overhead_tokens=_fitted_overheads(old.log, p, None))
-        return _walk(self.base, self.transcript, settings, self.next_call, self)
+        with frames_unchanged():
+            return _walk(self.base, self.transcript, settings, self.next_call, self)
 
     def recall(self) -> pd.DataFrame:
         """Needed-fact recall per call it holds (`ctxlab.metrics.needed_recall_df`;
@@ -264,7 +265,13 @@ def replay(t: Transcript, pipeline: str | Pipeline, *, window: int | None = None
         overhead_tokens: unrecorded input per session (default: fitted from the log's
             reported usage with the replay's estimator, 0 where there is none).
     """
-    p = resolve_pipeline(pipeline)
+    with frames_unchanged():        # a replay edits no frame in place: facts remembered
+        return _replay(t, resolve_pipeline(pipeline), window, estimator, overhead_tokens)
+
+
+def _replay(t: Transcript, p: Pipeline, window: int | None,
+            estimator: str | Estimator | None,
+            overhead_tokens: Mapping[str, int] | int | None) -> Replay:
     base = t.rewind_recorded()
     recorded = t.events[t.events["origin"] == "recorded"]
     # up to its first recorded compaction, the uncompacted request is the logged one

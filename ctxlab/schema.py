@@ -9,6 +9,9 @@ edited in place: a compaction hides parts (``hidden_by``) and inserts new ones
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Mapping, get_args
 
@@ -200,31 +203,64 @@ def text_columns(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.astype(change) if change else frame
 
 
-_SESSION_ROWS: list[tuple[pd.DataFrame, dict[str, np.ndarray]]] = []
-SESSION_ROWS_KEPT = 8
+_FROZEN: ContextVar[dict[tuple[int, str], tuple[Any, Any]] | None] = ContextVar(
+    "ctxlab_frozen", default=None)
 
 
-def session_rows(df: pd.DataFrame, session: str) -> np.ndarray:
-    """Positions of a frame's rows of one session (``df["session"] == session``), found
-    by one pass over the frame, remembered for the last `SESSION_ROWS_KEPT` frames (a
-    frame is never changed in place): a log of many sessions looks each one up without
-    comparing every row again.
+@contextmanager
+def frames_unchanged() -> Iterator[None]:
+    """Within it, no frame is changed in place (a replay's own work), so facts read off a
+    frame (`session_rows`, `remembered`) are remembered by the frame's identity until the
+    outermost such block ends. Outside, they are computed afresh every time: a frame a
+    user edits in place (``t.calls["model"] = ...``) is never read stale."""
+    token = _FROZEN.set({}) if _FROZEN.get() is None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _FROZEN.reset(token)
+
+
+def remembered(df: pd.DataFrame, what: str, make: Callable[[pd.DataFrame], Any]) -> Any:
+    """``make(df)``, remembered per frame and ``what`` inside `frames_unchanged`."""
+    scope = _FROZEN.get()
+    if scope is None:
+        return make(df)
+    key = (id(df), what)
+    got = scope.get(key)
+    if got is None or got[0] is not df:
+        got = (df, make(df))         # the frame is kept: its id stays its own
+        scope[key] = got
+    return got[1]
+
+
+def session_rows(df: pd.DataFrame, session: Any) -> np.ndarray:
+    """Positions of a frame's rows of one session (``df["session"] == session``, NA
+    never). Inside `frames_unchanged`, every session's rows are found by one pass over the
+    frame and remembered: a log of many sessions looks each up without comparing every
+    row again.
 
     Example:
         >>> df = pd.DataFrame({"session": ["a", "b", "a"]})
         >>> session_rows(df, "a").tolist(), session_rows(df, "c").tolist()
         ([0, 2], [])
+        >>> with frames_unchanged():
+        ...     session_rows(df, "a").tolist()
+        [0, 2]
 
-    The array is shared: do not modify it.
+    The array may be shared: do not modify it.
     """
-    found = next((rows for frame, rows in list(_SESSION_ROWS) if frame is df), None)
-    if found is None:
-        codes, names = pd.factorize(df["session"], use_na_sentinel=True)
-        order = np.argsort(codes, kind="stable")
-        cuts = np.searchsorted(codes[order], np.arange(len(names) + 1))
-        found = {str(name): order[cuts[i]:cuts[i + 1]] for i, name in enumerate(names)}
-        _SESSION_ROWS[:] = [(df, found), *_SESSION_ROWS[:SESSION_ROWS_KEPT - 1]]
+    if _FROZEN.get() is None:
+        return np.flatnonzero((df["session"] == session).to_numpy(dtype=bool, na_value=False))
+    found = remembered(df, "session_rows", _rows_by_session)
     return found.get(session, np.empty(0, dtype=np.intp))
+
+
+def _rows_by_session(df: pd.DataFrame) -> dict[Any, np.ndarray]:
+    codes, names = pd.factorize(df["session"], use_na_sentinel=True)
+    order = np.argsort(codes, kind="stable")
+    cuts = np.searchsorted(codes[order], np.arange(len(names) + 1))
+    return {name: order[cuts[i]:cuts[i + 1]] for i, name in enumerate(names)}
 
 
 def _any_surrogate(values: list[Any]) -> bool:
@@ -327,8 +363,14 @@ class LoadReport:
 
     @property
     def skipped(self) -> pd.DataFrame:
-        """Records that could not be used, with file, line and reason."""
-        return self.records[self.records["status"] == "skipped"]
+        """Records that could not be used, with file, line and reason: in line order within
+        each file (files as they come; a loader may report a record on a later pass)."""
+        sk = self.records[self.records["status"] == "skipped"]
+        if len(sk) < 2:
+            return sk
+        order = np.lexsort((sk["line"].to_numpy(dtype=np.float64, na_value=np.inf),
+                            pd.factorize(sk["file"])[0]))
+        return sk.iloc[order]
 
     def summary_df(self) -> pd.DataFrame:
         """Counts by record type and status."""

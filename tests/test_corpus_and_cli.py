@@ -140,6 +140,16 @@ def test_replay_says_which_window_each_model_got(capsys: pytest.CaptureFixture[s
             in capsys.readouterr().out)
     assert main(["replay", str(DATASETS / "openai_sessions.jsonl"), "--window", "64k"]) == 0
     assert "window 64,000)" in capsys.readouterr().out
+    # a call that names no model has the window of the model named before it
+    import dataclasses
+
+    from ctxlab.cli import _model_windows
+    t = ctxlab.load(DATASETS / "coding_session_b.jsonl")
+    calls = t.calls.copy()
+    calls.loc[0, "model"] = pd.NA
+    r = ctxlab.replay(dataclasses.replace(t, calls=calls), "neurolink")
+    assert _model_windows(r.base, r.calls) == \
+        "each call's model's: claude-opus-4-6 200,000 (anthropic's default)"
 
 
 def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]):

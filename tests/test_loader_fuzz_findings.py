@@ -180,11 +180,12 @@ def test_one_image_url_is_one_image(tmp_path: Path):
 
 @pytest.mark.parametrize("field,value,status", [
     ("trajectory", {"not": "a list"}, "ignored"), ("info", ["x"], "skipped"),
-    ("info", {"model_stats": 7}, "skipped")])
+    ("info", {"model_stats": 7}, "skipped"), ("info", None, "ignored")])
 def test_swe_agent_fields_of_the_wrong_shape_are_reported(tmp_path: Path, field, value,
                                                           status):
     """A trajectory that is no list, an info or model_stats that is no object were
-    dropped without a report entry."""
+    dropped without a report entry (an info of null, a run that recorded none, is no
+    error: strict mode loads the file)."""
     doc = {"environment": "e", "history": [
         {"role": "system", "content": "sys"}, {"role": "user", "content": "task"},
         {"role": "assistant", "content": "ok", "action": "ls"}], field: value}
@@ -192,3 +193,15 @@ def test_swe_agent_fields_of_the_wrong_shape_are_reported(tmp_path: Path, field,
     rep = t.load_report.records
     where = "info.model_stats" if isinstance(value, dict) and "model_stats" in value else field
     assert rep.loc[rep["where"] == where, "status"].tolist() == [status]
+
+
+def test_forgotten_event_ids_are_in_number_order(tmp_path: Path):
+    """OpenHands: a condensation's forgotten ids, numbers in order then texts (a first
+    fix sorted them as text: 10, 11, 8, 9)."""
+    events = [{"id": i, "source": "user", "action": "message", "args": {"content": f"m{i}"}}
+              for i in range(7, 13)]
+    events.append({"id": 13, "source": "agent", "action": "condensation",
+                   "args": {"forgotten_event_ids": [11, 9, 10, 8]}})
+    t = ctxlab.load(_write(tmp_path, "forgot.json", json.dumps(events)), format="openhands")
+    meta = json.loads(t.events["meta"].iloc[0])
+    assert meta["forgotten_event_ids"] == [8, 9, 10, 11]

@@ -401,6 +401,11 @@ def test_a_pipelines_text_names_the_stages_that_run_without_the_trigger():
     assert str(preset("claude-code")) == "claude-code: reattach at 83.5% of window"
 
 
+def test_a_field_of_the_wrong_type_is_a_config_error():
+    with pytest.raises(ConfigError, match="pipeline 'neuron': "):
+        preset("neuron", limit_tokens="100k")
+
+
 def test_a_window_given_to_a_fixed_limit_pipeline_says_what_it_does_not_do(capsys):
     """neuron and copilot trigger at a fixed limit: --window 50k only moves the overflows.
     The command line says so, and so does a sweep's note; a window-relative preset or no

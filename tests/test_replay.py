@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import warnings
 
 import pandas as pd
 import pytest
@@ -184,6 +185,23 @@ def test_rewind_and_resume_refuse_what_is_not_there():
     with pytest.raises(ConfigError, match="no field 'bogus'; fields: name, stages"):
         r.rewind(30).resume(bogus=1)
     assert r.rewind(30).resume(threshold=0.6).settings.pipeline.threshold == 0.6
+
+
+def test_sessions_named_by_numbers_and_frames_edited_in_place_replay_as_given():
+    """What a replay remembers of a frame it forgets when it ends: a frame edited in place
+    between two replays (a notebook's ``t.calls["model"] = ...``) is read again, and
+    session ids that are numbers are found (a first version kept them as text and
+    replayed no call, without a word)."""
+    t = ctxlab.load(DATASETS / "coding_session_b.jsonl")
+    assert set(replay(t, "neurolink").calls["window_tokens"]) == {200_000}
+    t.calls["model"] = "gpt-4"
+    assert set(replay(t, "neurolink").calls["window_tokens"]) == {8_192}
+    numbered = dataclasses.replace(t, **{k: getattr(t, k).assign(session=7)
+                                         for k in ("frame", "calls", "events")})
+    with warnings.catch_warnings():     # (ids that are not text: pandas warns on the way)
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        assert len(replay(numbered, "neurolink").calls) == len(t.calls) == 63
 
 
 def _without_model(t, k: int):

@@ -140,3 +140,16 @@ def test_an_empty_frame_has_the_dtypes_of_a_coerced_one(columns):
     made = coerce({c.name: [] for c in columns}, columns)
     assert empty.dtypes.to_dict() == made.dtypes.to_dict()
     pd.testing.assert_frame_equal(empty, made)
+
+
+def test_skipped_records_come_in_line_order_within_each_file():
+    """A loader may report a record on a later pass (trunc.jsonl:91, :93, :92 reached the
+    command line and the report in that order)."""
+    from ctxlab.schema import REPORT_COLUMNS, LoadReport, coerce
+
+    rows = coerce({"file": ["a", "a", "b", "a", "a"], "line": [93, 91, 1, None, 92],
+                   "where": ["", "", "", "file", ""], "record": ["x"] * 5,
+                   "status": ["skipped", "skipped", "skipped", "skipped", "used"],
+                   "parts": [0] * 5, "reason": ["r93", "r91", "b1", "whole", None]},
+                  REPORT_COLUMNS)
+    assert LoadReport(records=rows).skipped["reason"].tolist() == ["r91", "r93", "whole", "b1"]

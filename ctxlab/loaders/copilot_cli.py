@@ -112,6 +112,8 @@ class _Events:
             tools = d.get("toolDefinitionsTokens")
             if type(tools) is int and tools > 0:    # sent with every request, not recorded
                 self.meta[UNRECORDED_INPUT] = {self.b.session: tools}
+            else:                                   # the last run's, or none
+                self.meta.pop(UNRECORDED_INPUT, None)
             self.log.used(rtype, line=line)
         else:
             self.log.skipped(rtype, "unknown record type", line=line)

@@ -344,7 +344,9 @@ class _Stream:
             ids = [e for e in {*self.event_parts, *self.history}
                    if isinstance(e, int) and lo <= e <= hi]
         forgotten = set(ids or [])
-        forgotten_ids = sorted(forgotten, key=lambda e: (type(e).__name__, str(e)))
+        # numbers in order, then texts (ids are numbers or texts, `_event_id`)
+        forgotten_ids = sorted(forgotten, key=lambda e: (1, e, 0) if isinstance(e, str)
+                               else (0, "", e))
         summary, offset = args.get("summary"), as_int(args.get("summary_offset"))
         b = self.b
         inserts = summary is not None and offset is not None

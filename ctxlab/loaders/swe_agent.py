@@ -169,12 +169,15 @@ def load(path: Path, options: LoadOptions) -> Transcript:
         log.ignored("trajectory", f"a {type(traj).__name__}, not a list of steps (history "
                     f"holds what the model saw)", where="trajectory")
     info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
-    if "info" in doc and not isinstance(doc["info"], dict):
+    if doc.get("info", {}) is None:
+        log.ignored("info", "null: the run recorded no usage, exit status or submission",
+                    where="info")
+    elif "info" in doc and not isinstance(doc["info"], dict):
         log.skipped("info", f"a {type(doc['info']).__name__}, not an object: no run usage, "
                     f"exit status or submission", where="info")
     elif "info" in doc:
         log.used("info", where="info")
-        if "model_stats" in info and not isinstance(info["model_stats"], dict):
+        if info.get("model_stats") is not None and not isinstance(info["model_stats"], dict):
             log.skipped("info.model_stats", f"a {type(info['model_stats']).__name__}, not an "
                         f"object: no run usage", where="info.model_stats")
     stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else None

@@ -259,7 +259,7 @@ class ReplayExplorer(WidgetView):
         c = r.calls
         n = int(c["compacted"].sum()) if "compacted" in c and len(c) else 0
         stages = " > ".join(s.name for s in p.stages) or "no stages"
-        text = (f"<b>{html.escape(p.name)}</b>: {html.escape(stages)} at {p.threshold:.0%} "
+        text = (f"<b>{html.escape(p.name)}</b>: {html.escape(stages)} at {round(100 * p.threshold, 2):g}% "
                 f"of the {html.escape(p.limit)} limit — {len(c):,} calls "
                 f"replayed, {n} compacted, {len(r.events)} events")
         if self._rewound_at:
