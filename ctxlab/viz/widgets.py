@@ -259,7 +259,8 @@ class ReplayExplorer(WidgetView):
         c = r.calls
         n = int(c["compacted"].sum()) if "compacted" in c and len(c) else 0
         stages = " > ".join(s.name for s in p.stages) or "no stages"
-        text = (f"<b>{html.escape(p.name)}</b>: {html.escape(stages)} at {round(100 * p.threshold, 2):g}% "
+        share = f"{round(100 * p.threshold, 2):g}%"
+        text = (f"<b>{html.escape(p.name)}</b>: {html.escape(stages)} at {share} "
                 f"of the {html.escape(p.limit)} limit — {len(c):,} calls "
                 f"replayed, {n} compacted, {len(r.events)} events")
         if self._rewound_at:
