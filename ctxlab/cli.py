@@ -158,6 +158,10 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         raise ConfigError("a folder of logs becomes a corpus dataset folder (its logs detected "
                           "one by one): give -o a folder name, and no --format")
     if path.is_dir() or out.is_dir() or args.output.endswith(("/", "\\")):
+        if path.is_dir() and _within(out, path):
+            raise ConfigError(f"-o {out}: is inside {path}, the folder it converts; a later "
+                              f"info, sweep or convert of {path} would read the dataset's "
+                              f"files as logs: write it outside that folder")
         if path.is_dir() and not any(p.is_file() for p in path.rglob("*")):
             raise ConfigError(f"{path}: an empty folder, no logs to convert")
         src = path if path.is_dir() else [load(path, format=args.format, strict=args.strict,

@@ -265,6 +265,18 @@ def test_no_command_writes_over_its_input(tmp_path: Path, capsys: pytest.Capture
     assert main(["convert", str(pq), "-o", str(pq)]) == 2 and pq.read_bytes() == before
 
 
+def test_a_dataset_is_not_written_inside_the_folder_it_converts(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """convert logs/ -o logs/corpus/ was allowed: a later info of logs/ listed the
+    dataset's files as 14 entries that are not logs."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(datasets.path("coding_session_b"), logs / "a.jsonl")
+    assert main(["convert", str(logs), "-o", str(logs / "corpus")]) == 2
+    assert "is inside" in capsys.readouterr().err and not (logs / "corpus").exists()
+    assert main(["convert", str(logs), "-o", str(tmp_path / "corpus")]) == 0
+
+
 def test_hidden_files_are_logs_too_and_hidden_folders_are_listed(tmp_path: Path):
     """Aider writes .aider.chat.history.md: a hidden file is a candidate like any other;
     a hidden folder (.git) is listed as not searched rather than left out silently."""
