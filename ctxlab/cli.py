@@ -575,7 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = build_parser().parse_args(_window_values(sys.argv[1:] if argv is None else argv))
     try:
         code = int(args.func(args))
         sys.stdout.flush()          # a reader gone before the end is caught here, not at exit
@@ -591,6 +591,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         where = f"{e.filename}: " if e.filename else ""
         print(f"ctxlab: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
+
+
+def _window_values(argv: Sequence[str]) -> list[str]:
+    """``--window -5k`` as ``--window=-5k``: a value, not an option (argparse stopped at
+    "expected one argument"), so `parse_window` says what a window is."""
+    out, i = [], 0
+    while i < len(argv):
+        if argv[i] == "--window" and i + 1 < len(argv) and argv[i + 1].startswith("-"):
+            out.append(f"--window={argv[i + 1]}")
+            i += 2
+        else:
+            out.append(argv[i])
+            i += 1
+    return out
 
 
 def output_path(text: str, option: str = "-o", inputs: Sequence[str | Path] = ()) -> Path:

@@ -158,6 +158,10 @@ def test_cli_errors_are_clear(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["info", str(p)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ctxlab: error: ") and "tried:" in err
+    # a negative window is a window argparse took for an option ("expected one argument")
+    log = str(datasets.path("coding_session_b"))
+    assert main(["replay", log, "--window", "-5k"]) == 2
+    assert "ctxlab: error: bad --window '-5k'" in capsys.readouterr().err
 
 
 def test_cli_strict_names_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
