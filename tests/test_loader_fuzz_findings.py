@@ -205,3 +205,92 @@ def test_forgotten_event_ids_are_in_number_order(tmp_path: Path):
     t = ctxlab.load(_write(tmp_path, "forgot.json", json.dumps(events)), format="openhands")
     meta = json.loads(t.events["meta"].iloc[0])
     assert meta["forgotten_event_ids"] == [8, 9, 10, 11]
+
+
+# ---- Claude Code, Gemini, Codex: a second fuzz (~12,000 mutants) ----------------------------
+def _cc_user(uuid: str, parent: str | None, content: Any, **kw: Any) -> dict[str, Any]:
+    return {"type": "user", "uuid": uuid, "parentUuid": parent, "sessionId": "s",
+            "isSidechain": False, "timestamp": "2026-01-01T00:00:00Z",
+            "message": {"role": "user", "content": content}, **kw}
+
+
+def _cc_assistant(uuid: str, parent: str, mid: str, content: Any, **kw: Any) -> dict[str, Any]:
+    return {"type": "assistant", "uuid": uuid, "parentUuid": parent, "sessionId": "s",
+            "isSidechain": False, "timestamp": "2026-01-01T00:00:01Z", "requestId": "r",
+            "message": {"id": mid, "model": "claude-x", "role": "assistant",
+                        "content": [{"type": "text", "text": content}]
+                        if isinstance(content, str) else content,
+                        "usage": {"input_tokens": 10, "output_tokens": 2}}, **kw}
+
+
+def _lines(records: list[dict[str, Any]]) -> str:
+    return "\n".join(json.dumps(r) for r in records) + "\n"
+
+
+def test_a_claude_code_line_that_cannot_be_read_makes_no_call_and_no_event(tmp_path: Path):
+    """A timestamp out of range crashed the loader (OutOfBoundsDatetime); an unreadable
+    assistant line, reported skipped, still made a call; an unreadable compact summary,
+    reported skipped, still made an event that hid the whole conversation."""
+    p = _write(tmp_path, "a.jsonl", _lines([_cc_user("u1", None, "hi"), {
+        **_cc_assistant("a1", "u1", "m1", "yo"), "timestamp": 1e20}]))
+    with pytest.raises(LoadError) as e:
+        ctxlab.load(p, strict=True)
+    assert f"{p}:2" in str(e.value)
+    t = ctxlab.load(p)
+    assert len(t.calls) == 0 and t.load_report.skipped["line"].tolist() == [2]
+    p = _write(tmp_path, "d.jsonl", _lines([_cc_user("u1", None, "hi"),
+                                            _cc_assistant("a1", "u1", "m1", 5)]))
+    t = ctxlab.load(p)
+    assert len(t.calls) == 0 and t.load_report.skipped["line"].tolist() == [2]
+    p = _write(tmp_path, "b.jsonl", _lines([
+        _cc_user("u1", None, "hi"), _cc_assistant("a1", "u1", "m1", "yo"),
+        _cc_user("u2", "a1", 5, isCompactSummary=True), _cc_assistant("a2", "u2", "m2", "ok")]))
+    t = ctxlab.load(p)
+    assert len(t.events) == 0 and t.frame["hidden_by"].isna().all() and _accounted(t)
+    assert t.load_report.skipped["line"].tolist() == [3]
+
+
+def test_a_message_id_back_after_another_call_is_a_call_of_its_own(tmp_path: Path):
+    """It joined the earlier call: its output sat before that call's input end and the
+    earlier call's usage was overwritten."""
+    p = _write(tmp_path, "e.jsonl", _lines([
+        _cc_user("u1", None, "hi"), _cc_assistant("a1", "u1", "m1", "one"),
+        _cc_user("u2", "a1", "next"), _cc_assistant("a2", "u2", "m2", "two"),
+        _cc_user("u3", "a2", "again"), _cc_assistant("a3", "u3", "m1", "three")]))
+    t = ctxlab.load(p)
+    f = t.frame.set_index("content")
+    assert len(t.calls) == 3 and f.loc[["one", "two", "three"], "call"].tolist() == [0, 1, 2]
+    ends = t.calls.set_index("call")["input_end_pos"]
+    assert all(ends[f.loc[x, "call"]] <= f.loc[x, "pos"] for x in ("one", "two", "three"))
+
+
+def test_a_refused_count_of_a_line_that_makes_no_call_is_not_the_next_calls(tmp_path: Path):
+    """Gemini: the usage of a $set.messages entry (no call) was reported as the next
+    event's pre_tokens; Codex: a skipped token_count's bad total, as the next one's."""
+    g = [{"sessionId": "s", "projectHash": "p", "startTime": "2026-01-01T00:00:00Z",
+          "lastUpdated": "2026-01-01T00:00:00Z", "kind": "main"},
+         {"$set": {"messages": [{"id": "old", "type": "gemini", "content": "earlier",
+                                 "tokens": {"input": "12", "output": 1, "total": 13}}]}},
+         {"id": "u1", "timestamp": "2026-01-01T00:00:01Z", "type": "user", "content": "hi"},
+         {"id": "g1", "timestamp": "2026-01-01T00:00:02Z", "type": "gemini", "content": "ok",
+          "model": "m", "tokens": {"input": 100, "output": 2, "total": 102}}]
+    t = ctxlab.load(_write(tmp_path, "g.jsonl", _lines(g)), format="gemini")
+    assert not t.load_report.skipped["reason"].str.contains("pre_tokens|'12'").any()
+    x = [{"timestamp": "2025-01-01T00:00:00Z", "type": "session_meta", "payload": {"id": "s1"}},
+         {"timestamp": "2025-01-01T00:00:01Z", "type": "response_item", "payload": {
+             "type": "message", "role": "user",
+             "content": [{"type": "input_text", "text": "hi"}]}},
+         {"timestamp": "2025-01-01T00:00:02Z", "type": "event_msg", "payload": {
+             "type": "token_count", "info": {"total_token_usage": {"total_tokens": "x"},
+                                             "last_token_usage": {}}}},
+         {"timestamp": "2025-01-01T00:00:03Z", "type": "event_msg", "payload": {
+             "type": "token_count", "info": {
+                 "total_token_usage": {"total_tokens": 110},
+                 "last_token_usage": {"input_tokens": 100, "output_tokens": 10,
+                                      "total_tokens": 110}}}},
+         {"timestamp": "2025-01-01T00:00:04Z", "type": "response_item", "payload": {
+             "type": "message", "role": "assistant",
+             "content": [{"type": "output_text", "text": "yo"}]}}]
+    t = ctxlab.load(_write(tmp_path, "x.jsonl", _lines(x)), format="codex")
+    assert t.load_report.skipped["line"].tolist() == [3]
+    assert t.calls["input_total"].tolist() == [100]

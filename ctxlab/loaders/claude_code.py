@@ -295,20 +295,27 @@ class _Session:
             texts.append(content if isinstance(content, str) else to_json(content))
         return [dict(kind="tool_result", content="\n".join(texts), meta=meta, **link), *images]
 
-    def _records(self, records: list[Record], role: str, *, real_user: bool,
-                 call: int | None = None, tag: dict[str, Any] | None = None,
-                 **extra: Any) -> None:
-        """Add the parts of some records as one message."""
-        opened = False
+    def _readable(self, records: list[Record], role: str
+                  ) -> list[tuple[int, dict[str, Any], list[dict[str, Any]]]]:
+        """The records that can be read, with their part specs; the others are skipped
+        (before anything is built from them: no call or event from a skipped record)."""
+        out = []
         for line, obj in records:
             try:
-                specs = self._specs(line, obj, role)
+                out.append((line, obj, self._specs(line, obj, role)))
             except SHAPE_ERRORS as e:
                 self.f.skip(line, str(obj.get("type")), f"unexpected shape: {e!r}")
-                continue
-            if not opened:
-                self.b.message(role, real_user=real_user)
-                opened = True
+        return out
+
+    def _records(self, records: list[Record], role: str, *, real_user: bool,
+                 call: int | None = None, tag: dict[str, Any] | None = None,
+                 read: list[tuple[int, dict[str, Any], list[dict[str, Any]]]] | None = None,
+                 **extra: Any) -> None:
+        """Add the parts of some records as one message (``read``: already read)."""
+        read = self._readable(records, role) if read is None else read
+        if read:
+            self.b.message(role, real_user=real_user)
+        for line, obj, specs in read:
             for spec in specs:
                 if tag:
                     spec["meta"] = {**spec["meta"], **tag}
@@ -316,10 +323,14 @@ class _Session:
             self.f.used(line, str(obj.get("type")), parts=len(specs))
 
     def _assistant(self, item: Item) -> None:
-        first, (ln_u, last) = item.records[0][1], item.records[-1]
+        read = self._readable(item.records, "assistant")
+        if not read:            # every line skipped: no call from them
+            return
+        records = [(ln, obj) for ln, obj, _ in read]
+        first, (ln_u, last) = records[0][1], records[-1]
         mid, model = message_id(first), last["message"].get("model")
         model = model if isinstance(model, str) else None
-        for ln, obj in reversed(item.records):  # the last line with usage has the final counts
+        for ln, obj in reversed(records):  # the last line with usage has the final counts
             if isinstance(obj["message"].get("usage"), dict):
                 ln_u, last = ln, obj
                 break
@@ -327,23 +338,31 @@ class _Session:
         if mid is not None and model != "<synthetic>":
             usage = usage_fields(last["message"].get("usage"))
             call = self.b.call_by_id(mid)
+            if call is not None and call != self.b.n_calls - 1:
+                call = None     # an id back after another call: a request of its own
             if call is None:
+                # (the line's parts were read, so its timestamp is one ts_iso can read)
                 call = self.b.call(call_id=mid, model=model, ts=ts_iso(first.get("timestamp")),
                                    source=self.f.loc(ln_u), **usage)
             else:
                 self.b.update_call(call, source=self.f.loc(ln_u), **usage)
             if model and model not in self.models:
                 self.models.append(model)
-        self._records(item.records, "assistant", real_user=False, call=call)
+        self._records(records, "assistant", real_user=False, call=call, read=read)
 
     def _user(self, item: Item, cats: dict[int, str], rest: list[Item]) -> None:
         line, obj = item.records[0]
         cat = cats[line]
         if cat == "summary":
+            read = self._readable(item.records, "user")
+            if not read:        # an unreadable summary hides nothing (its boundary's event
+                self.pending_event = None       # stays, without a summary, as before)
+                return
             event = self.pending_event if self.pending_event is not None else \
                 self._event(line, obj, {}, {"summary_without_boundary": True})
             self.pending_event = None
-            self._records(item.records, "user", real_user=False, kind="summary", event=event)
+            self._records(item.records, "user", real_user=False, kind="summary", event=event,
+                          read=read)
             return
         real = cat == "human"
         if cat == "command":  # a local command's output follows it; a prompt command's doesn't

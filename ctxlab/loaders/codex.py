@@ -204,6 +204,7 @@ class _Rollout:
             except Unknown as e:
                 self.log.skipped(rtype, str(e), line=line)
             except SHAPE_ERRORS as e:
+                safe.refused_counts()   # counts read from the skipped line: not the next call's
                 self.lost = True
                 self.log.skipped(rtype, f"unexpected shape: {type(e).__name__}: {e}", line=line)
 

@@ -266,6 +266,7 @@ class _Chat:
 
     def replace(self, messages: list[Any], line: int | None) -> int:
         plans = [self.plan(m) for m in messages]  # shapes checked before changing anything
+        safe.refused_counts()   # their usage makes no call: not the next call's or event's
         self.report(plans, line, None, "$set.messages")
         if not messages and not self.msg_parts:
             return 0
@@ -398,6 +399,7 @@ def _walk(chat: _Chat, entries: list[Entry], log: RecordLog) -> None:
                 log.skipped(rtype, "unknown record: not a header, message, $set or $rewindTo",
                             line=line, where=where)
         except SHAPE_ERRORS as e:
+            safe.refused_counts()   # counts read from the skipped record: not the next call's
             log.skipped(rtype, f"unexpected shape: {type(e).__name__}: {e}", line=line,
                         where=where)
 
