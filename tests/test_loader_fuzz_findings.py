@@ -294,3 +294,15 @@ def test_a_refused_count_of_a_line_that_makes_no_call_is_not_the_next_calls(tmp_
     t = ctxlab.load(_write(tmp_path, "x.jsonl", _lines(x)), format="codex")
     assert t.load_report.skipped["line"].tolist() == [3]
     assert t.calls["input_total"].tolist() == [100]
+
+
+def test_a_legacy_gemini_patch_names_where_it_is(tmp_path: Path):
+    """A $set inside a legacy JSON recording made parts and an event whose source named
+    the file only, not messages[i]."""
+    doc = {"sessionId": "s", "projectHash": "p", "messages": [
+        {"id": "u1", "type": "user", "content": "hi"},
+        {"$set": {"messages": [{"id": "s1", "type": "user", "content": "summary"}]}}]}
+    p = _write(tmp_path, "gl.json", json.dumps(doc))
+    t = ctxlab.load(p, format="gemini")
+    assert t.frame["source"].tolist() == [f"{p}#messages[0]", f"{p}#messages[1]"]
+    assert t.events["source"].tolist() == [f"{p}#messages[1]"]

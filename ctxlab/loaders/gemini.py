@@ -254,28 +254,28 @@ class _Chat:
         return [p for pids in self.msg_parts.values() for p in pids]
 
     # ---- patches ----------------------------------------------------------------------
-    def rewind(self, target: Any, line: int | None) -> None:
+    def rewind(self, target: Any, line: int | None, where: str | None = None) -> None:
         ids = list(self.msg_parts)
         if str(target) not in ids:
             raise KeyError(f"$rewindTo names message {target!r}, which is not in the history")
         gone = ids[ids.index(str(target)):]
         eid = self.b.event(origin="rewind", trigger="rewind", pre_tokens=None,
                            reason=f"user rewound to before message {target}",
-                           source=self.loc(line, None), meta={"messages": len(gone)})
+                           source=self.loc(line, where), meta={"messages": len(gone)})
         self.b.hide([p for m in gone for p in self.msg_parts.pop(m)], eid)
 
-    def replace(self, messages: list[Any], line: int | None) -> int:
+    def replace(self, messages: list[Any], line: int | None, where: str | None = None) -> int:
         plans = [self.plan(m) for m in messages]  # shapes checked before changing anything
         safe.refused_counts()   # their usage makes no call: not the next call's or event's
-        self.report(plans, line, None, "$set.messages")
+        self.report(plans, line, where, "$set.messages")
         if not messages and not self.msg_parts:
             return 0
-        eid = self.b.event(trigger="replace", pre_tokens=None, source=self.loc(line, None),
+        eid = self.b.event(trigger="replace", pre_tokens=None, source=self.loc(line, where),
                            reason="history replaced by $set.messages (compression or rollback)",
                            meta={"messages": len(messages)})
         self.b.hide(self.visible(), eid)
         self.msg_parts = {}
-        src = self.loc(line, None)
+        src = self.loc(line, where)
         return sum(self.emit(p, src, event=eid) for p in plans if p is not None)
 
 
@@ -385,11 +385,11 @@ def _walk(chat: _Chat, entries: list[Entry], log: RecordLog) -> None:
                          parts=sum(chat.emit(p, src) for p in plans if p is not None))
             elif "$set" in rec:
                 patch = rec["$set"]
-                n = chat.replace(patch["messages"], line) if "messages" in patch else 0
+                n = chat.replace(patch["messages"], line, where) if "messages" in patch else 0
                 chat.meta.update({k: v for k, v in patch.items() if isinstance(v, str)})
                 log.used("$set", line=line, where=where, parts=n)
             elif "$rewindTo" in rec:
-                chat.rewind(rec["$rewindTo"], line)
+                chat.rewind(rec["$rewindTo"], line, where)
                 log.used("$rewindTo", line=line, where=where)
             elif "type" in rec:
                 ident = keys[i][1]
