@@ -306,3 +306,31 @@ def test_a_legacy_gemini_patch_names_where_it_is(tmp_path: Path):
     t = ctxlab.load(p, format="gemini")
     assert t.frame["source"].tolist() == [f"{p}#messages[0]", f"{p}#messages[1]"]
     assert t.events["source"].tolist() == [f"{p}#messages[1]"]
+
+
+def test_a_refused_count_of_the_compaction_summarizer_is_reported(tmp_path: Path):
+    """The usage of Claude Code's compaction summarizer (its agent-acompact file) lost a
+    count that is none without a word."""
+    import shutil
+
+    from tests.conftest import REALDATA
+
+    spotter = REALDATA / "claude_code" / "spotter"
+    stem = "258c7280-ae70-4798-800f-63464d01a85d"
+    if not (spotter / stem).is_dir():
+        pytest.skip("../shared/realdata is absent")
+    shutil.copy(spotter / f"{stem}.jsonl", tmp_path)
+    shutil.copytree(spotter / stem, tmp_path / stem)
+    sub = next((tmp_path / stem / "subagents").glob("agent-acompact-*.jsonl"))
+    lines = sub.read_text(encoding="utf-8").splitlines()
+    at = max(i for i, x in enumerate(lines) if '"usage"' in x and '"assistant"' in x)
+    rec = json.loads(lines[at])
+    rec["message"]["usage"]["input_tokens"] = "lots"
+    lines[at] = json.dumps(rec)
+    sub.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    t = ctxlab.load(tmp_path / f"{stem}.jsonl")
+    sk = t.load_report.skipped
+    assert sk["where"].tolist() == [f"line {at + 1} usage"]
+    assert "compaction summarizer" in sk["reason"].iloc[0]
+    with pytest.raises(LoadError):
+        ctxlab.load(tmp_path / f"{stem}.jsonl", strict=True)

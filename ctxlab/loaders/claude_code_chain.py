@@ -416,7 +416,7 @@ def parse_ts(value: Any) -> datetime | None:
 
 def summarizer_call(f: RecordFile) -> dict[str, Any] | None:
     """The compaction summarizer's call: the last assistant line with usage of an acompact file."""
-    found = None
+    found, refused = None, []
     for line, obj in f.records:
         msg = obj.get("message")
         if obj.get("type") == "assistant" and isinstance(msg, dict) and \
@@ -425,4 +425,10 @@ def summarizer_call(f: RecordFile) -> dict[str, Any] | None:
                          call_id=message_id(obj), request_id=obj.get("requestId"),
                          agent_id=obj.get("agentId"), ts=obj.get("timestamp"),
                          source=f.loc(line), line=line)
+            refused = safe.refused_counts()     # (an earlier line's are not the call's)
+    if found is not None and refused:           # a count that is none: said, not dropped
+        shown = ", ".join(repr(v)[:40] for v in refused[:3])
+        f.log.skipped("usage", f"token count(s) {shown} of the compaction summarizer's call "
+                      f"not a whole number from 0 to 2**53: left empty (the call is kept)",
+                      line=found["line"], where=f"line {found['line']} usage")
     return found
