@@ -331,6 +331,6 @@ def test_a_refused_count_of_the_compaction_summarizer_is_reported(tmp_path: Path
     t = ctxlab.load(tmp_path / f"{stem}.jsonl")
     sk = t.load_report.skipped
     assert sk["where"].tolist() == [f"line {at + 1} usage"]
-    assert "compaction summarizer" in sk["reason"].iloc[0]
+    assert "compaction summarizer" in sk["reason"].iloc[0] and "'lots'" in sk["reason"].iloc[0]
     with pytest.raises(LoadError):
         ctxlab.load(tmp_path / f"{stem}.jsonl", strict=True)

@@ -240,16 +240,7 @@ class SessionBuilder:
 
     def _report_refused(self, bad: list[Any], loc: str, record: str, fallback: str,
                         kept: str) -> None:
-        # loc is "file:LINE", "file:LINE#path" (a record inside a JSONL line) or "file#path"
-        m = re.search(r":(\d+)(?:#(.*))?$", loc)
-        line = int(m.group(1)) if m else None
-        inner = (m.group(2) if m else loc.partition("#")[2]) or ""
-        at = " ".join(x for x in (f"line {line}" if line is not None else "", inner) if x) \
-            or fallback
-        shown = ", ".join(repr(v)[:40] for v in bad[:3]) + (" …" if len(bad) > 3 else "")
-        self.log.skipped(record, f"token count{'s' if len(bad) > 1 else ''} {shown} "
-                         f"{'are' if len(bad) > 1 else 'is'} not a whole number from 0 to "
-                         f"2**53: left empty ({kept})", line=line, where=f"{at} {record}")
+        report_refused(self.log, bad, loc, record, fallback, kept)
 
     def call_by_id(self, call_id: str) -> int | None:
         return self._call_index.get(call_id)
@@ -309,6 +300,23 @@ class SessionBuilder:
         return idx
 
     # ---- output -----------------------------------------------------------------------
+
+
+def report_refused(log: RecordLog, bad: list[Any], loc: str, record: str, fallback: str,
+                   kept: str) -> None:
+    """Report token counts `ctxlab.loaders.safe.count` refused (``bad``) at the record
+    they came from (``loc``: ``file:LINE``, ``file:LINE#path`` for a record inside a JSONL
+    line, or ``file#path``; ``fallback`` names it when ``loc`` does not), saying what was
+    kept."""
+    m = re.search(r":(\d+)(?:#(.*))?$", loc)
+    line = int(m.group(1)) if m else None
+    inner = (m.group(2) if m else loc.partition("#")[2]) or ""
+    at = " ".join(x for x in (f"line {line}" if line is not None else "", inner) if x) \
+        or fallback
+    shown = ", ".join(repr(v)[:40] for v in bad[:3]) + (" …" if len(bad) > 3 else "")
+    log.skipped(record, f"token count{'s' if len(bad) > 1 else ''} {shown} "
+                f"{'are' if len(bad) > 1 else 'is'} not a whole number from 0 to "
+                f"2**53: left empty ({kept})", line=line, where=f"{at} {record}")
 
 
 def assemble(builders: list[SessionBuilder], logs: list[RecordLog] | RecordLog,

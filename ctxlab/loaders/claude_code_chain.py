@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ctxlab.loaders import safe
+from ctxlab.loaders.builder import report_refused
 from ctxlab.loaders.records import RecordLog, iter_jsonl
 
 Record = tuple[int, dict[str, Any]]
@@ -427,8 +428,6 @@ def summarizer_call(f: RecordFile) -> dict[str, Any] | None:
                          source=f.loc(line), line=line)
             refused = safe.refused_counts()     # (an earlier line's are not the call's)
     if found is not None and refused:           # a count that is none: said, not dropped
-        shown = ", ".join(repr(v)[:40] for v in refused[:3])
-        f.log.skipped("usage", f"token count(s) {shown} of the compaction summarizer's call "
-                      f"not a whole number from 0 to 2**53: left empty (the call is kept)",
-                      line=found["line"], where=f"line {found['line']} usage")
+        report_refused(f.log, refused, found["source"], "usage", "the summarizer's call",
+                       "the compaction summarizer's call is kept")
     return found
