@@ -405,12 +405,14 @@ def _model_windows(t: Transcript, calls: pd.DataFrame, most: int = 3) -> str:
     then what they were), saying which are a provider's default or the default for a
     model the registry does not know."""
     from ctxlab.pipeline import call_models
+    from ctxlab.schema import frames_unchanged
     from ctxlab.tokens.windows import resolve_window
 
     if calls.empty or "window_tokens" not in calls:
         return "each call's model's"
     # a call that names no model has the window of the one named before it (`call_models`)
-    filled = {s: call_models(t, s) for s in pd.unique(calls["session"])}
+    with frames_unchanged():        # (a log of many sessions: its calls read once)
+        filled = {s: call_models(t, s) for s in pd.unique(calls["session"])}
     model = [filled[s].get(int(k)) for s, k in zip(calls["session"], calls["call"])]
     pairs = pd.DataFrame({"model": model, "window_tokens": calls["window_tokens"].to_numpy()},
                          dtype=object).drop_duplicates()

@@ -353,10 +353,7 @@ def _fit_overheads(t: Transcript, p: Pipeline,
         return session_overheads(t, next(iter(by_spec)))
     out: dict[str, int] = {}
     for spec, sessions in by_spec.items():      # sessions of different providers
-        def pick(df: pd.DataFrame) -> pd.DataFrame:
-            return df[df["session"].isin(sessions)].reset_index(drop=True)
-        out.update(session_overheads(replace(t, frame=pick(t.frame), calls=pick(t.calls),
-                                             events=pick(t.events)), spec))
+        out.update(session_overheads(t.sessions_of(sessions), spec))
     return out
 
 

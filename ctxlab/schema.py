@@ -9,7 +9,7 @@ edited in place: a compaction hides parts (``hidden_by``) and inserts new ones
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -449,9 +449,14 @@ class Transcript:
         """The part of this transcript that belongs to one session."""
         if session_id not in set(self.frame["session"]) | set(self.calls["session"]):
             raise KeyError(f"no session {session_id!r}; sessions: {self.sessions[:10]}")
+        return self.sessions_of([session_id])
+
+    def sessions_of(self, sessions: Iterable[Any]) -> Transcript:
+        """The part of this transcript that belongs to some sessions (none there: empty)."""
+        keep = list(sessions)
 
         def pick(df: pd.DataFrame) -> pd.DataFrame:
-            return df[df["session"] == session_id].reset_index(drop=True)
+            return df[df["session"].isin(keep)].reset_index(drop=True)
         return replace(self, frame=pick(self.frame), calls=pick(self.calls),
                        events=pick(self.events))
 

@@ -63,9 +63,7 @@ def test_a_stage_may_hide_what_the_user_clears_later(preset):
 
     log = ctxlab.load(REALDATA / "aider" / "chat-history.md")
     sessions = ["chat-history:12", "chat-history:13", "chat-history:14"]
-    t = dataclasses.replace(log, **{k: getattr(log, k)[getattr(log, k)["session"].isin(
-        sessions)].reset_index(drop=True) for k in ("frame", "calls", "events")})
-    r = replay(t, preset)
+    r = replay(log.sessions_of(sessions), preset)
     took = taken_over(r.transcript.events)
     assert took and all(r.base.frame.set_index(["session", "part"]).loc[list(took),
                                                                         "hidden_by"].notna())
