@@ -180,8 +180,13 @@ def test_heatmap_of_any_two_grid_columns_and_reduce_for_shared_cells():
     assert [t.get_text() for t in ax.get_xticklabels()] == ["0.5", "0.8"]
     assert [t.get_text() for t in ax.get_yticklabels()] == [
         "neurolink:est", "neuron:est", "copilot-fixed:est", "chars:4"]
-    assert _gid(ax.texts, "cell-0-0").get_text() == "2,000.0k"  # neurolink 0.5
-    assert _gid(ax.texts, "cell-3-0").get_text() == "1,000.0k"  # chars:4 at 0.5: copilot's
+    assert _gid(ax.texts, "cell-0-0").get_text() == "2.0M"  # neurolink 0.5
+    assert _gid(ax.texts, "cell-3-0").get_text() == "1.0M"  # chars:4 at 0.5: copilot's
+    # the colour bar says tokens the same way, with no "1e6" offset above it
+    bar = ax.figure.axes[1]
+    ax.figure.draw_without_rendering()
+    assert bar.yaxis.get_offset_text().get_text() == ""
+    assert all(t.get_text().endswith(("M", "k")) for t in bar.get_yticklabels() if t.get_text())
     assert _gid(ax.texts, "cell-2-1").get_text() == "not run"
 
 

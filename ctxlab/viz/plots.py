@@ -17,8 +17,8 @@ from ctxlab.tokens.content import CLASSES
 from ctxlab.errors import ConfigError
 from ctxlab.viz.plots_context import STAGE_STATUS, context_parts_df, plot_context
 from ctxlab.viz.plots_replay import plot_layers, plot_retention, plot_stages
-from ctxlab.viz.style import (PALETTE, figure_png, figure_svg, literal_text, session_label,
-                              new_figure as _figure)
+from ctxlab.viz.style import (PALETTE, figure_png, figure_svg, literal_text, plural,
+                              session_label, show_nothing, new_figure as _figure)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -28,6 +28,9 @@ __all__ = ["PALETTE", "STAGE_STATUS", "context_parts_df", "figure_png", "figure_
            "plot_context", "plot_estimators", "plot_layers", "plot_reported_usage",
            "plot_retention", "plot_stages"]
 CLIP_PCT = 200.0
+MAX_GROUPS = 30
+"""Groups `plot_estimators` draws at most (those with the most parts; the title says how
+many were left out): 588 sessions of boxes side by side are one smear of ticks."""
 
 
 @literal_text
@@ -42,12 +45,27 @@ def plot_estimators(compared: pd.DataFrame, *, by: str = "content_class",
 
     Boxes show the quartiles of the signed percentage error per part (whiskers at the
     5th and 95th percentiles, clipped to ±200%); the dot is the error of the summed
-    tokens, which is what a budget check feels.
+    tokens, which is what a budget check feels. With more than `MAX_GROUPS` groups (by
+    session, say) the ones with the most parts are drawn and the title says so.
     """
+    if by not in compared.columns:
+        raise ConfigError(f"by={by!r} is not a column of the comparison; group by one of "
+                          f"{', '.join(c for c in compared.columns if c != 'error_pct')}")
     fig, ax = _figure(ax, (10, 4.2))
     df = compared.dropna(subset=["error_pct"])
+    if df.empty:
+        show_nothing(ax, "No part to compare: the comparison has no row with an error "
+                         "(no part has reference tokens).")
+        ax.set_title("Estimator error per part — no parts", fontsize=10)
+        return fig
     present = set(df[by].astype(str))
-    order = CLASSES if by == "content_class" else tuple(sorted(present))
+    n_groups = len(present)
+    if n_groups > MAX_GROUPS:     # the groups with the most parts (ties: the first met)
+        sizes = df.drop_duplicates(["session", "part"])[by].astype(str).value_counts(sort=False)
+        present = set(sizes.nlargest(MAX_GROUPS, keep="first").index)
+        df = df[df[by].astype(str).isin(present)]
+    order = (CLASSES if by == "content_class" else tuple(pd.unique(df[by].astype(str)))
+             if by == "session" else tuple(sorted(present)))    # sessions in log order
     groups = [g for g in order if g in present]
     ests = list(pd.unique(df["estimator"]))
     width = 0.8 / max(1, len(ests))
@@ -73,15 +91,26 @@ def plot_estimators(compared: pd.DataFrame, *, by: str = "content_class",
         ax.plot(xs, totals, "o", color=colour, markeredgecolor="black", markersize=5,
                 label=est)
     ax.axhline(0, color="grey", linewidth=0.8)
-    ax.set_xticks(range(len(groups)), groups)
+    names = [session_label(g) for g in groups] if by == "session" else groups
+    if len(groups) > 8 or max(map(len, names), default=0) > 12:
+        ax.set_xticks(range(len(groups)), names, rotation=45, ha="right",
+                      rotation_mode="anchor", fontsize=8 if len(groups) > 12 else 9)
+    else:
+        ax.set_xticks(range(len(groups)), names)
     ax.set_xlim(-0.6, len(groups) - 0.4)
     ref_name = str(df["reference"].iloc[0]) if len(df) else "reference"
     ax.set_ylabel(f"error vs {ref_name} (%)")
     ax.set_xlabel(by.replace("_", " "))
     counts = df.drop_duplicates(["session", "part"]).groupby(by, observed=True).size()
+    noun = "session" if by == "session" else f"{by.replace('_', ' ')} value"
+    some = (f"\n{plural(int(counts.sum()), 'part')} of the {MAX_GROUPS} {noun}s with the most "
+            f"parts (of {n_groups:,}; the others are not drawn)" if n_groups > MAX_GROUPS
+            else f" — {plural(int(counts.sum()), 'part')}")
     ax.set_title("Estimator error per part (box: quartiles, whiskers: p5–p95; dot: error of "
-                 f"the total) — {int(counts.sum()):,} parts", fontsize=10)
-    ax.legend(fontsize=8, ncols=min(4, len(ests)), loc="upper left")
+                 f"the total){some}", fontsize=10)
+    # beside the axes: inside, a whisker reaching +100% ran under it
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0,
+              title="estimator (dot: total)", title_fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     return fig
 
@@ -107,13 +136,18 @@ def plot_reported_usage(usage: pd.DataFrame, *, session: str | None = None,
         raise ConfigError(f"session {session!r} reports no input usage (input_total)")
     fig, ax = _figure(ax, (10, 3.8))
     first = u[u["estimator"] == u["estimator"].iloc[0]]
+    few = len(first) <= 20      # a line through two calls reads as calls in between: dots
     ax.plot(first["call"], first["input_total"] / 1000, color="black", linewidth=2.2,
-            label="reported input_total")
+            marker="o" if few else None, markersize=4, label="reported input_total")
     for i, (est, g) in enumerate(u.groupby("estimator", sort=False)):
         mape = g["error_pct"].abs().mean()
         said = f"MAPE {mape:.1f}%" if pd.notna(mape) else "no error: overhead fitted on <3 calls"
         ax.plot(g["call"], g["est_tokens"] / 1000, color=PALETTE[i % len(PALETTE)],
-                linewidth=1.2, label=f"{est} ({said})")
+                linewidth=1.2, marker="." if few else None, label=f"{est} ({said})")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+    ax.set_ylim(bottom=0)   # from zero: a 3.5k-4.6k axis made a 3% miss look like 30%
     ax.set_xlabel("LLM call")
     ax.set_ylabel("input tokens (thousands)")
     ax.set_title(f"Estimated vs reported input per call — session {session_label(session)}, "

@@ -15,9 +15,9 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.layers import LAYER_CODES, LAYERS
-from ctxlab.viz.style import (FRAMING_COLOUR, LAYER_COLOURS, NEUTRAL, literal_text,
-                              new_figure, session_label,
-                              stage_colours, thousands)
+from ctxlab.viz.style import (FRAMING_COLOUR, LAYER_COLOURS, MISSING_COLOUR, NEUTRAL,
+                              literal_text, new_figure, plural, session_label, share,
+                              show_nothing, stage_colours, thousands)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -144,7 +144,8 @@ def plot_layers(replay: Replay, *, session: str | None = None,
     ax.vlines(x[done], after[done], before[done], colors="black", linewidth=1,
               gid="compaction-drops")
     ax.plot(x[done], before[done], "v", color="black", markersize=6, linestyle="none",
-            label=f"compacted call ({int(done.sum())}): before → after", gid="compactions")
+            label=f"compacted call ({int(done.sum()):,}): before → after" if done.any()
+            else "_nothing compacted", gid="compactions")
     idle = c["triggered"].to_numpy(dtype=bool)[:len(x)] & ~done
     if idle.any():
         ax.plot(x[idle], before[idle], "x", color=NEUTRAL[1], markersize=5, linestyle="none",
@@ -152,16 +153,15 @@ def plot_layers(replay: Replay, *, session: str | None = None,
     ax.set_xlabel("LLM call")
     ax.set_ylabel("tokens (thousands)")
     ax.set_ylim(bottom=0)
-    ax.set_xlim(calls.min() - 0.5, calls.max() + 1)
+    ax.set_xlim(calls.min() - 0.5, calls.max() + 0.5)     # no tick past the last call
     from matplotlib.ticker import MaxNLocator
 
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # calls: whole numbers
     what = "sent" if side == "after" else "before compaction"
     where = f" — session {session_label(s)}" if len(replay.base.sessions) > 1 else ""
     n_done = int(done.sum())
     ax.set_title(f"{p.name}: tokens per layer {what} at each call{where} — "
-                 f"{n_done} call{'s' * (n_done != 1)} compacted, peak {int(total.max()):,} "
-                 "tokens",
+                 f"{plural(n_done, 'call')} compacted, peak {int(total.max()):,} tokens",
                  fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     ax.grid(alpha=0.3)
@@ -223,11 +223,18 @@ def plot_stages(replay: Replay, *, call: int | None = None, session: str | None 
                 else []
             raise ConfigError(f"no stage ran at call {call}; calls with stage runs: {ran}")
     colours = replay_stage_colours(replay)
+    if ev.empty:    # every session's, or one session's: no stage ran anywhere
+        where = f" in session {session_label(str(session))}" if session is not None else ""
+        show_nothing(ax, f"No stage ran{where}: {replay.pipeline.name} compacted no "
+                         "request, so there are no savings to show.")
+        ax.set_title(f"{replay.pipeline.name}: tokens saved per stage — nothing compacted",
+                     fontsize=10)
+        return fig
     steps = _steps(ev, list(colours), per_call=call is not None)
     firsts = ev.groupby(["session", "call"], sort=False)["tokens_before"].first()
     start = float(pd.to_numeric(firsts).sum())
     end = start - float(steps["saved"].sum())
-    ticks = [f"before\n({len(firsts)} calls)" if call is None else "before"]
+    ticks = [f"before\n({plural(len(firsts), 'call')})" if call is None else "before"]
     ax.bar(0, start / 1000, width=0.7, color=NEUTRAL[0], gid="before")
     level = start
     for i, st in enumerate(steps.itertuples(index=False), start=1):
@@ -255,13 +262,13 @@ def plot_stages(replay: Replay, *, call: int | None = None, session: str | None 
     ax.set_xticks(range(n + 1), ticks, fontsize=8)
     ax.set_ylabel("tokens (thousands)")
     ax.set_ylim(bottom=0)
-    share = f" ({1 - end / start:.0%} saved)" if start else ""
+    saved = f" ({share(start - end, start)} saved)" if start else ""
     if call is not None:
-        ax.set_title(f"Call {call}: {thousands(start)} → {thousands(end)} tokens{share}",
+        ax.set_title(f"Call {call:,}: {thousands(start)} → {thousands(end)} tokens{saved}",
                      fontsize=10)
     else:
-        ax.set_title(f"{replay.pipeline.name}: tokens saved per stage over {len(firsts)} "
-                     f"compacted calls{share}", fontsize=10)
+        ax.set_title(f"{replay.pipeline.name}: tokens saved per stage over "
+                     f"{plural(len(firsts), 'compacted call')}{saved}", fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     return fig
 
@@ -277,7 +284,8 @@ def plot_retention(replay: Replay, *, session: str | None = None,
         ax: draw into this axes instead of a new figure.
 
     Dots: each call that needed facts stated earlier, at the share its input still
-    showed (green when all, vermillion crosses when some were missing); the line is
+    showed (grey when all, black crosses when some were missing: stage colours stay the
+    diamonds'); the line is
     recall pooled over the calls so far. Diamonds: each compaction event that hid
     artifacts, at the share of them the request after it still showed, coloured by
     stage. Dotted verticals mark the compacted calls.
@@ -292,10 +300,10 @@ def plot_retention(replay: Replay, *, session: str | None = None,
     ax.vlines(done, 0, 100, colors=NEUTRAL[0], linewidth=0.8, linestyles=":",
               gid="compactions")
     full, lost = rec[rec["missing"] == 0], rec[rec["missing"] > 0]
-    ax.scatter(full["call"], full["recall"] * 100, s=12, color="#009E73",
-               label=f"calls with every needed fact ({len(full)})", gid="recall-full")
-    ax.scatter(lost["call"], lost["recall"] * 100, s=36, marker="X", color="#D55E00",
-               label=f"calls missing facts ({len(lost)})", gid="recall-missing")
+    ax.scatter(full["call"], full["recall"] * 100, s=12, color=NEUTRAL[0],
+               label=f"calls with every needed fact ({len(full):,})", gid="recall-full")
+    ax.scatter(lost["call"], lost["recall"] * 100, s=36, marker="X", color=MISSING_COLOUR,
+               label=f"calls missing facts ({len(lost):,})", gid="recall-missing")
     needed, missing = rec["needed"].cumsum(), rec["missing"].cumsum()
     ax.plot(rec["call"], (1 - missing / needed) * 100, color="black", linewidth=1.2,
             label="recall so far (pooled)", gid="recall-cumulative")
@@ -314,12 +322,21 @@ def plot_retention(replay: Replay, *, session: str | None = None,
     ax.set_ylim(-3, 105)
     x = c["call"].to_numpy(dtype=np.int64)
     ax.set_xlim(x.min() - 0.5, x.max() + 0.5)
+    from matplotlib.ticker import MaxNLocator
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # calls: whole numbers
+    if rec.empty and ret.empty:
+        ax.text(0.5, 0.5, f"No replayed call ({len(c):,} in this session) needed a fact stated "
+                "earlier, and no compaction hid an artifact: nothing to measure.",
+                transform=ax.transAxes, ha="center", va="center", fontsize=10,
+                color=NEUTRAL[1], wrap=True, gid="empty-message")
     n_need, n_miss = int(rec["needed"].sum()), int(rec["missing"].sum())
     kept, hidden = int(ret["retained"].sum()), int(ret["hidden_artifacts"].sum())
     recall = f"{1 - n_miss / n_need:.1%}" if n_need else "n/a"
     retention = f"{kept / hidden:.0%} of {hidden:,}" if hidden else "none"
-    ax.set_title(f"What survived — needed-fact recall {recall} ({n_miss} of {n_need:,} "
+    ax.set_title(f"What survived — needed-fact recall {recall} ({n_miss:,} of {n_need:,} "
                  f"missing); hidden artifacts still shown: {retention}", fontsize=10)
-    ax.legend(fontsize=7, loc="lower left")
+    if not (rec.empty and ret.empty):
+        ax.legend(fontsize=7, loc="lower left")
     ax.grid(alpha=0.3)
     return fig

@@ -20,7 +20,7 @@ import pandas as pd
 from ctxlab.errors import ConfigError
 from ctxlab.recommend import CONSTRAINTS, aggregate, config_columns, meets, pareto_front, ranked
 from ctxlab.viz.style import (FRAMING_COLOUR, NEUTRAL, literal_text, new_figure, stage_colours,
-                              thousands)
+                              token_text)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -237,22 +237,18 @@ def _pareto(s: pd.DataFrame, x: str, y: str, limits: dict[str, float], objective
             zorder=2, gid="front-line")
     ax.scatter(front["_x"], front["_y"], s=110, facecolors="none", edgecolors="black",
                linewidths=1.1, zorder=4, gid="front")
-    labels = front if len(front) <= LABELLED_FRONT else front.iloc[0:0]
     mid = (drawn["_x"].min() + drawn["_x"].max()) / 2 if len(drawn) else 0.0
-    for _, r in labels[~labels["recommended"]].iterrows():
-        left = r["_x"] <= mid
-        ax.annotate(r["label"], (r["_x"], r["_y"]), xytext=(7 if left else -7, -12),
-                    textcoords="offset points", fontsize=7, color=NEUTRAL[1],
-                    ha="left" if left else "right")
     best = s[s["recommended"]]
+    ax.margins(0.08)
     if len(best):
         r = best.iloc[0]
         ax.scatter([r["_x"]], [r["_y"]], marker="*", s=260, c=[colours[str(r["preset"])]],
                    edgecolors="black", linewidths=0.8, zorder=5, gid="recommended")
         left = r["_x"] <= mid
-        ax.annotate(f"recommended: {r['label']}", (r["_x"], r["_y"]),
-                    xytext=(10 if left else -10, 10), textcoords="offset points", fontsize=8,
-                    fontweight="bold", ha="left" if left else "right")
+        text = f"recommended: {r['label']}"
+        ax.annotate(text, (r["_x"], r["_y"]), xytext=(10 if left else -10, 10),
+                    textcoords="offset points", fontsize=8, fontweight="bold",
+                    ha="left" if left else "right", va="center")
     rule = ", ".join(f"{k}={v:g}" for k, v in limits.items()) or "no constraints"
     handles = [Line2D([], [], marker="o", ls="", color=c, label=p) for p, c in colours.items()]
     if not drawn["feasible"].all():
@@ -264,8 +260,6 @@ def _pareto(s: pd.DataFrame, x: str, y: str, limits: dict[str, float], objective
     if len(best):
         handles.append(Line2D([], [], marker="*", ls="", color=NEUTRAL[1], mec="black",
                               markersize=12, label=f"recommended (best {objective})"))
-    ax.legend(handles=handles, fontsize=8, loc="best")
-    ax.margins(0.08)
     ax.set_xlabel(X_AXES[x])
     ax.set_ylabel(Y_AXES[y])
     ax.grid(alpha=0.3)
@@ -278,7 +272,66 @@ def _pareto(s: pd.DataFrame, x: str, y: str, limits: dict[str, float], objective
     if len(drawn) < len(s):
         notes.append(f"{len(s) - len(drawn)} with no {y} (nothing hidden) not drawn")
     ax.set_title(title + ("\n" + "; ".join(notes) if notes else ""), fontsize=10)
+    # one label per point drawn: configurations that score alike (a threshold that never
+    # fires) sit on one spot, and five labels there were five labels on top of each other
+    spots = front.groupby(["_x", "_y"], sort=False)
+    labels = front.assign(same=spots["label"].transform("size")).drop_duplicates(["_x", "_y"])
+    labels = labels[~spots["recommended"].transform("any").loc[labels.index]]
+    if len(labels) + len(best) > LABELLED_FRONT:
+        labels = labels.iloc[0:0]
+    # labels go where the laid-out axes put their points (constrained layout shrinks
+    # the axes for the title and labels: lay the figure out first)
+    fig.draw_without_rendering()
+    marks = {(px, py): _label_box(ax, px, py, 0, 0, "", 0)   # the points: 11 pt rings
+             for px, py in drawn[["_x", "_y"]].drop_duplicates().itertuples(index=False)}
+    placed = []
+    if len(best):
+        r = best.iloc[0]
+        left = r["_x"] <= mid
+        placed.append(_label_box(ax, r["_x"], r["_y"], 10 if left else -10, 10,
+                                 f"recommended: {r['label']}", 8.5))
+    crowded = 0
+    for _, r in labels.iterrows():
+        text = r["label"] + (f" (+{r['same'] - 1} alike)" if r["same"] > 1 else "")
+        side = 1 if r["_x"] <= mid else -1
+        # below right of the point (left of it on the right half), else above, else the
+        # other side: the first place no other label holds
+        for dx, dy in ((7 * side, -11), (7 * side, 11), (-7 * side, -11), (-7 * side, 11)):
+            box = _label_box(ax, r["_x"], r["_y"], dx, dy, text, 7)
+            others = [m for k, m in marks.items() if k != (r["_x"], r["_y"])]
+            if not any(_overlap(box, other) for other in placed + others):
+                break
+        else:
+            crowded += 1
+            continue
+        placed.append(box)
+        ax.annotate(text, (r["_x"], r["_y"]), xytext=(dx, dy), textcoords="offset points",
+                    fontsize=7, color=NEUTRAL[1], ha="left" if dx > 0 else "right",
+                    va="center", gid="front-label")
+    if crowded:
+        handles.append(Line2D([], [], ls="", label=f"{_count(crowded, 'crowded front point')} "
+                              "not labelled (sweep_front_df lists all)"))
+    ax.legend(handles=handles, fontsize=8, loc="best")
     return fig
+
+
+def _label_box(ax: Axes, x: float, y: float, dx: float, dy: float, text: str,
+               size: float) -> tuple[float, float, float, float]:
+    """Where a label of ``text`` at ``size`` points, ``dx``/``dy`` points off the data
+    point (left-aligned when ``dx`` > 0, else right-aligned; centred vertically), lies, in
+    points: (left, bottom, right, top); with no text, the point's marker. The width is an
+    estimate (0.6 em a character)."""
+    ax.get_xlim(), ax.get_ylim()     # autoscale the view first: transData uses its limits
+    px, py = ax.transData.transform((x, y)) * 72 / ax.figure.dpi
+    if not text:        # the point's own marker
+        return px - 5.5, py - 5.5, px + 5.5, py + 5.5
+    w, h, pad = 0.6 * size * len(text), 1.3 * size, 2.0
+    left = px + dx if dx > 0 else px + dx - w
+    return left - pad, py + dy - h / 2 - pad, left + w + pad, py + dy + h / 2 + pad
+
+
+def _overlap(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> bool:
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def _levels(values: pd.Series) -> list[Any]:
@@ -299,7 +352,7 @@ def _cell_text(metric: str, v: float) -> str:
     if metric in ("recall", "retention", "peak_usage", "recall_per_mtok"):
         return f"{v:.3f}"
     if float(v).is_integer():
-        return thousands(v) if "tokens" in metric else f"{v:,.0f}"
+        return token_text(v) if "tokens" in metric else f"{v:,.0f}"
     return f"{v:.3g}"
 
 
@@ -365,7 +418,11 @@ def _heatmap(results: pd.DataFrame, metric: str, index: str, columns: str,
     ax.set_yticks(range(len(rows)), [_level_text(v) for v in rows], fontsize=8)
     ax.set_xlabel(columns)
     ax.set_ylabel(index)
-    fig.colorbar(im, ax=ax, label=metric + (f" ({reduce} per cell)" if reduce else ""))
+    bar = fig.colorbar(im, ax=ax, label=metric + (f" ({reduce} per cell)" if reduce else ""))
+    if "tokens" in metric:      # 16.9M, not 1.69 under a "1e7" offset
+        from matplotlib.ticker import FuncFormatter
+
+        bar.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: token_text(v)))
     sessions = int(agg["sessions"].max()) if len(agg) else 0
     ax.set_title(f"{metric} by {index} × {columns}: {_count(len(agg), 'configuration')} × "
                  f"{_count(sessions, 'session')}" + ("" if np.isfinite(values).all() else

@@ -54,7 +54,7 @@ table{border-collapse:collapse;font-size:12.5px;margin:.6em 0;display:block;over
 th,td{border:1px solid #ddd;padding:.15em .45em;text-align:left;vertical-align:top}
 th{background:#f3f3f3;position:sticky;top:0}td.num{text-align:right;white-space:nowrap}
 tr.failed td{background:#fdecea}tr.gap td{background:#fff8dc;font-style:italic}
-td.text{max-width:34em;overflow-wrap:break-word;word-break:normal}figure{margin:1em 0}
+td.text{max-width:24em;overflow-wrap:anywhere;word-break:normal}figure{margin:1em 0}
 figure svg{max-width:100%;height:auto}figcaption{color:#555;font-size:.9em}
 .note{color:#555}footer{margin-top:2em;color:#777;font-size:.85em}
 """
@@ -103,11 +103,16 @@ class _Cells:
         if isinstance(value, (float, np.floating)):
             v = float(value)
             if "usage" in column or column == "recall":
-                return "num", f"{v:.1%}"
-            if "pct" in column:
-                return "num", f"{v:,.1f}"
-            return "num", f"{v:,.0f}" if "tokens" in column or abs(v) >= 1000 else f"{v:.3g}"
+                text = f"{v:.1%}"
+            elif "pct" in column:
+                text = f"{v:,.1f}"
+            else:
+                text = f"{v:,.0f}" if "tokens" in column or abs(v) >= 1000 else f"{v:.3g}"
+            return "num", _NEGATIVE_ZERO.sub("", text)  # -0.04 % is 0.0, not "-0.0"
         return "text", self.text(value)
+
+
+_NEGATIVE_ZERO = re.compile(r"^-(?=[0.]+%?$)")
 
 
 def _capped(df: pd.DataFrame, limit: int) -> tuple[pd.DataFrame, int]:

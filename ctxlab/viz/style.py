@@ -26,6 +26,9 @@ LAYER_COLOURS = {"system": "#0072B2", "tools": "#E69F00", "carried": "#56B4E9",
 """One colour per layer of `ctxlab.layers.LAYERS`, in stacking order."""
 FRAMING_COLOUR = "#BBBBBB"
 NEUTRAL = ("#999999", "#555555")
+MISSING_COLOUR = "#000000"
+"""What a figure marks as lost (a call missing needed facts): black, which no stage or
+preset colour is (`stage_colours` leaves the palette's black out)."""
 SVG_SALT = "ctxlab"
 
 
@@ -94,6 +97,58 @@ def stage_colours(names: Iterable[str]) -> dict[str, str]:
         if name not in out:
             out[name] = colours[len(out) % len(colours)]
     return out
+
+
+def show_nothing(ax: Axes, message: str) -> None:
+    """Say in the middle of an empty axes why nothing is drawn, and hide its meaningless
+    ticks (``gid`` ``empty-message``).
+
+    Example:
+        >>> from matplotlib.figure import Figure
+        >>> ax = Figure().add_subplot(); show_nothing(ax, "no stage ran")
+        >>> [t.get_text() for t in ax.texts], ax.get_yticks().tolist()
+        (['no stage ran'], [])
+    """
+    ax.text(0.5, 0.5, message, transform=ax.transAxes, ha="center", va="center",
+            fontsize=10, color=NEUTRAL[1], wrap=True, gid="empty-message")
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def share(part: float, whole: float) -> str:
+    """``part / whole`` as a percentage a reader can tell from zero: whole percents, one
+    decimal under 10%, two under 1% (``0% saved`` hid 1,300 tokens of 640,000).
+
+    Example:
+        >>> share(25, 100), share(1304, 639652), share(0, 10), share(7.5, 100)
+        ('25%', '0.20%', '0%', '7.5%')
+    """
+    v = 100.0 * part / whole
+    if v == 0 or abs(v) >= 10:
+        return f"{v:.0f}%"
+    return f"{v:.1f}%" if abs(v) >= 1 else f"{v:.2f}%"
+
+
+def plural(n: int, noun: str) -> str:
+    """``1 call``, ``2 calls``, ``1,234 calls``.
+
+    Example:
+        >>> plural(1, "call"), plural(0, "call"), plural(1234, "session")
+        ('1 call', '0 calls', '1,234 sessions')
+    """
+    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+
+
+def token_text(tokens: float) -> str:
+    """Tokens in a cell or on a colour bar: ``16.9M``, ``74.6k``, ``850``.
+
+    Example:
+        >>> token_text(16_881_512), token_text(74_564), token_text(850), token_text(-2e6)
+        ('16.9M', '74.6k', '850', '-2.0M')
+    """
+    if abs(tokens) >= 1_000_000:
+        return f"{tokens / 1e6:,.1f}M"
+    return thousands(tokens)
 
 
 def thousands(tokens: float) -> str:

@@ -1,0 +1,260 @@
+"""What a reader sees on awkward inputs: empty results say so instead of drawing empty axes,
+many sessions keep their tick labels readable, whole calls get whole-number ticks, colours
+mean one thing per figure, and crowded labels do not pile up.
+
+Found by rendering every plot on the bundled datasets and on real logs (an aider log of
+588 sessions, one-call and two-call sessions, a replay that compacts nothing).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import ctxlab
+from ctxlab import datasets
+from ctxlab.viz import (plot_estimators, plot_layers, plot_reported_usage, plot_retention,
+                        plot_stages, plot_sweep, sweep_front_df)
+from ctxlab.viz.plots import MAX_GROUPS
+from ctxlab.viz.plots_replay import replay_stage_colours
+from ctxlab.viz.report import _Cells
+from ctxlab.viz.style import LAYER_COLOURS, MISSING_COLOUR, NEUTRAL, PALETTE, stage_colours
+
+from tests.conftest import DATASETS
+
+STAGES = ctxlab.preset("neurolink", always=())
+
+
+def _gid(artists, gid):
+    return [a for a in artists if a.get_gid() == gid]
+
+
+@pytest.fixture(scope="module")
+def quiet():
+    """Four OpenAI sessions neurolink never compacts: no event, no stage ran."""
+    r = ctxlab.replay(ctxlab.load(DATASETS / "openai_sessions.jsonl"), "neurolink")
+    assert r.events.empty
+    return r
+
+
+@pytest.fixture(scope="module")
+def coding():
+    return ctxlab.replay(ctxlab.load(datasets.path("coding_session")), STAGES)
+
+
+def _messages(sid: str, calls: int) -> dict:
+    msgs = [{"role": "user", "content": "hello " * 50}]
+    for i in range(calls):
+        msgs.append({"role": "assistant", "content": f"reply {i} " * 40,
+                     "usage": {"prompt_tokens": 100 + 90 * i, "completion_tokens": 20,
+                               "total_tokens": 120 + 90 * i}})
+        msgs.append({"role": "user", "content": f"more {i} " * 30})
+    return {"id": sid, "model": "gpt-4o", "messages": msgs}
+
+
+@pytest.fixture(scope="module")
+def short(tmp_path_factory):
+    """One session of two calls that needs no earlier fact and compacts nothing."""
+    import json
+
+    p = tmp_path_factory.mktemp("short") / "two.jsonl"
+    p.write_text(json.dumps(_messages("two-calls", 2)) + "\n", encoding="utf-8")
+    t = ctxlab.load(p)
+    return t, ctxlab.replay(t, "neurolink")
+
+
+# --- empty results say why ---------------------------------------------------------------
+
+def test_stages_of_a_replay_that_compacted_nothing_say_so(quiet):
+    ax = plot_stages(quiet).axes[0]
+    [msg] = _gid(ax.texts, "empty-message")
+    assert "No stage ran" in msg.get_text() and "neurolink" in msg.get_text()
+    assert not ax.patches and len(ax.get_yticks()) == 0   # no 0.00–0.05 "tokens" axis
+    assert "nothing compacted" in ax.get_title()
+
+
+def test_retention_with_nothing_to_measure_says_so(short):
+    _, r = short
+    ax = plot_retention(r).axes[0]
+    [msg] = _gid(ax.texts, "empty-message")
+    assert "nothing to measure" in msg.get_text()
+    assert ax.get_legend() is None
+
+
+def test_estimators_of_no_parts_say_so_and_an_unknown_grouping_names_the_columns(coding):
+    compared = ctxlab.compare_estimators_df(coding.base, ["chars:4"], reference="chars:3")
+    ax = plot_estimators(compared.iloc[0:0]).axes[0]
+    assert _gid(ax.texts, "empty-message")
+    with pytest.raises(ctxlab.ConfigError, match="by='role' is not a column.*content_class"):
+        plot_estimators(compared, by="role")
+
+
+# --- ticks a reader can use ----------------------------------------------------------------
+
+def _visible_ticks(ax):
+    lo, hi = ax.get_xlim()
+    return [t for t in ax.get_xticks() if lo <= t <= hi]
+
+
+def test_call_axes_have_whole_calls_and_no_call_past_the_last(short):
+    t, r = short
+    calls = r.calls["call"].tolist()
+    assert calls == [0, 1]
+    for fig in (plot_layers(r), plot_retention(r)):
+        ticks = _visible_ticks(fig.axes[0])
+        assert ticks and all(float(x).is_integer() for x in ticks)
+        assert max(ticks) <= max(calls)     # the layers plot ran to a phantom call 2
+    usage = ctxlab.reported_usage_df(t, "chars:4")
+    ax = plot_reported_usage(usage).axes[0]
+    assert all(float(x).is_integer() for x in _visible_ticks(ax))
+    assert ax.get_ylim()[0] == 0           # tokens from zero, not from 3.5k
+
+
+def test_a_layers_legend_lists_no_compactions_when_there_were_none(short):
+    _, r = short
+    ax = plot_layers(r).axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert not any("compacted call" in t for t in legend)
+    assert len(_gid(ax.lines, "compactions")) == 1       # still there for code that looks
+
+
+def _many_sessions(n: int) -> pd.DataFrame:
+    rows = []
+    for k in range(n):
+        for part in range(1 + k % 4):
+            for est, err in (("chars:4", -25.0), ("neuron", -20.0)):
+                rows.append({"session": f"3f1b{k:04d}-aaaa-bbbb-cccc-{k:012d}", "part": part,
+                             "kind": "text", "content_class": "prose", "chars": 400,
+                             "reference": "chars:3", "ref_tokens": 134, "estimator": est,
+                             "est_tokens": 100, "error_tokens": -34, "error_pct": err})
+    return pd.DataFrame(rows)
+
+
+def test_estimators_by_session_of_hundreds_of_sessions_keep_ticks_readable():
+    compared = _many_sessions(588)
+    ax = plot_estimators(compared, by="session").axes[0]
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert len(labels) == MAX_GROUPS
+    assert all(len(x) <= 20 for x in labels)                # session_label, not 36-char ids
+    assert all(t.get_rotation() == 45 for t in ax.get_xticklabels())
+    assert "of 588" in ax.get_title() and "not drawn" in ax.get_title()
+    # the sessions with the most parts (4 parts: k % 4 == 3), in log order
+    assert labels[0] == "3f1b0003" and labels[1] == "3f1b0007"
+    few = plot_estimators(_many_sessions(5), by="session").axes[0]
+    assert len(few.get_xticklabels()) == 5 and "not drawn" not in few.get_title()
+
+
+def test_estimator_legend_sits_beside_the_boxes_not_on_them(coding):
+    compared = ctxlab.compare_estimators_df(coding.base, ["chars:4", "neuron"],
+                                            reference="chars:3")
+    fig = plot_estimators(compared)
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    legend, frame = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.x0 >= frame.x1                            # outside the axes
+
+
+# --- colours mean one thing ---------------------------------------------------------------
+
+def test_retention_markers_share_no_colour_with_any_stage(coding):
+    """Calls with every fact were drawn in the palette's green, which is also the third
+    stage's colour (dedup's, in neurolink): a dedup diamond at 99% vanished among them."""
+    ax = plot_retention(coding).axes[0]
+    stage = set(stage_colours(f"s{i}" for i in range(15)).values())
+    for gid, colour in (("recall-full", NEUTRAL[0]), ("recall-missing", MISSING_COLOUR)):
+        [dots] = _gid(ax.collections, gid)
+        hexes = {matplotlib_hex(c) for c in dots.get_facecolors()}
+        assert hexes <= {colour.lower()} and not hexes & {c.lower() for c in stage}
+
+
+def matplotlib_hex(rgba) -> str:
+    from matplotlib.colors import to_hex
+    return to_hex(rgba)
+
+
+def test_a_stage_has_one_colour_in_every_figure_of_a_replay(coding):
+    colours = replay_stage_colours(coding)
+    bars = plot_stages(coding).axes[0].patches
+    for bar in bars:
+        gid = bar.get_gid()
+        if gid.startswith("stage-"):
+            assert matplotlib_hex(bar.get_facecolor()) == colours[gid[6:]].lower()
+    ax = plot_retention(coding).axes[0]
+    for dots in ax.collections:
+        gid = dots.get_gid() or ""
+        if gid.startswith("retention-"):
+            assert {matplotlib_hex(c) for c in dots.get_facecolors()} == {
+                colours[gid[10:]].lower()}
+
+
+def test_a_layer_has_one_colour_in_every_figure(coding):
+    from ctxlab.viz import plot_context
+
+    ax = plot_layers(coding).axes[0]
+    for layer, colour in LAYER_COLOURS.items():
+        [band] = _gid(ax.collections, f"layer-{layer}")
+        assert matplotlib_hex(band.get_facecolor()[0]) == colour.lower()
+    call = int(coding.events["call"].iloc[0])
+    parts = plot_context(coding, call).axes[0].patches
+    kept = {}
+    for p in parts:
+        if p.get_gid().endswith("-kept"):
+            kept.setdefault(matplotlib_hex(p.get_facecolor()), 0)
+    assert set(kept) <= {c.lower() for c in LAYER_COLOURS.values()}
+    assert PALETTE[-1] == "#000000" and MISSING_COLOUR not in LAYER_COLOURS.values()
+
+
+# --- labels that do not pile up -------------------------------------------------------------
+
+def _crowded_sweep() -> pd.DataFrame:
+    """Twelve configurations on a near-straight front, close together, and five that score
+    alike (a threshold that never fires)."""
+    rows = []
+    configs = [("neurolink", t, 1.0 + 0.05 * i, 0.90 + 0.008 * i)
+               for i, t in enumerate(np.linspace(0.5, 0.95, 10))]
+    configs += [("ai-agent", t, 2.0, 1.0) for t in (0.5, 0.6, 0.7, 0.8, 0.9)]
+    configs += [("copilot-fixed", 0.5, 0.4, 0.5)]
+    for i, (preset, threshold, cost, recall) in enumerate(configs):
+        missing = round((1 - recall) * 1000)
+        rows.append({"config": i, "preset": preset, "threshold": round(float(threshold), 2),
+                     "file": "a.jsonl", "session": "s0", "tokens_sent": int(cost * 1e6),
+                     "cost": cost, "overflows": 0, "needed": 1000, "missing": missing,
+                     "recall": recall})
+    return pd.DataFrame(rows)
+
+
+def test_pareto_labels_do_not_overlap_and_alike_points_get_one_label():
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    fig = plot_sweep(_crowded_sweep(), constraints={})
+    FigureCanvasAgg(fig).draw()
+    ax = fig.axes[0]
+    texts = [t for t in ax.texts if t.get_text()]
+    boxes = [t.get_window_extent() for t in texts]
+    for a, b in itertools.combinations(boxes, 2):
+        assert not a.overlaps(b)
+    names = [t.get_text() for t in texts]
+    assert sum("ai-agent" in n for n in names) == 1
+    assert any("(+4 alike)" in n for n in names)
+    assert any(n.startswith("recommended: ") for n in names)
+    front = sweep_front_df(_crowded_sweep(), constraints={})
+    front = front[front["front"] & ~front["recommended"]]
+    spots = len(front.drop_duplicates(["cost", "recall"]))
+    labelled = len(_gid(ax.texts, "front-label"))
+    legend = " ".join(t.get_text() for t in ax.get_legend().get_texts())
+    assert spots == 11 and labelled >= 3
+    if labelled < spots:   # the others are counted, not silently dropped
+        assert f"{spots - labelled} crowded front point" in legend
+
+
+# --- the report's numbers ------------------------------------------------------------------
+
+def test_report_cells_show_no_negative_zero():
+    cells = _Cells(redact=False)
+    assert cells.cell(-0.04, "error_pct") == ("num", "0.0")
+    assert cells.cell(-0.0004, "peak_usage") == ("num", "0.0%")
+    assert cells.cell(-1.5, "error_pct") == ("num", "-1.5")
+    assert cells.cell(12_345.0, "tokens") == ("num", "12,345")
