@@ -258,3 +258,21 @@ def test_report_cells_show_no_negative_zero():
     assert cells.cell(-0.0004, "peak_usage") == ("num", "0.0%")
     assert cells.cell(-1.5, "error_pct") == ("num", "-1.5")
     assert cells.cell(12_345.0, "tokens") == ("num", "12,345")
+
+
+def test_report_tables_wrap_long_texts_and_never_short_ones():
+    """Beside 100-character previews and file paths, a narrow page squeezed 'inserted' and
+    'tool_result' into 'inserte|d' and 'tool_resul|t'."""
+    import re
+
+    from ctxlab.viz.report import STYLE, _table
+
+    df = pd.DataFrame({"action": ["inserted", "hidden"], "kind": ["tool_result", "text"],
+                       "preview": ["x " * 60, "short"], "tokens": [9, 561]})
+    html = _table(df, _Cells(redact=False), frame="Replay.ledger")
+    classes = re.findall(r'<td class="([^"]+)">([^<]*)</td>', html)
+    by_text = {text.strip(): cls for cls, text in classes}
+    assert by_text["inserted"] == "text" and by_text["tool_result"] == "text"
+    assert by_text["short"] == "text long"          # its column holds a long value
+    assert by_text["9"] == "num"
+    assert "td.text{white-space:nowrap}" in STYLE and "td.long{white-space:normal" in STYLE

@@ -303,7 +303,8 @@ def plot_retention(replay: Replay, *, session: str | None = None,
     ax.scatter(full["call"], full["recall"] * 100, s=12, color=NEUTRAL[0],
                label=f"calls with every needed fact ({len(full):,})", gid="recall-full")
     ax.scatter(lost["call"], lost["recall"] * 100, s=36, marker="X", color=MISSING_COLOUR,
-               label=f"calls missing facts ({len(lost):,})", gid="recall-missing")
+               label=f"calls missing facts ({len(lost):,})" if len(lost) else "_none missing",
+               gid="recall-missing")
     needed, missing = rec["needed"].cumsum(), rec["missing"].cumsum()
     ax.plot(rec["call"], (1 - missing / needed) * 100, color="black", linewidth=1.2,
             label="recall so far (pooled)", gid="recall-cumulative")

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 MAX_ROWS = 400          # rows shown per table; beyond, the first and last halves
 PREVIEW_CHARS = 100     # characters of a part's content shown in the ledger
+LONG_TEXT = 24          # a text column with a longer value wraps; shorter ones never do
 MAX_PLOT_SESSIONS = 3  # sessions drawn (where compaction saved most, then the busiest)
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 STYLE = """
@@ -54,7 +55,8 @@ table{border-collapse:collapse;font-size:12.5px;margin:.6em 0;display:block;over
 th,td{border:1px solid #ddd;padding:.15em .45em;text-align:left;vertical-align:top}
 th{background:#f3f3f3;position:sticky;top:0}td.num{text-align:right;white-space:nowrap}
 tr.failed td{background:#fdecea}tr.gap td{background:#fff8dc;font-style:italic}
-td.text{max-width:24em;overflow-wrap:anywhere;word-break:normal}figure{margin:1em 0}
+td.text{white-space:nowrap}td.long{white-space:normal;max-width:24em;overflow-wrap:anywhere}
+figure{margin:1em 0}
 figure svg{max-width:100%;height:auto}figcaption{color:#555;font-size:.9em}
 .note{color:#555}footer{margin-top:2em;color:#777;font-size:.85em}
 """
@@ -134,6 +136,10 @@ def _table(df: pd.DataFrame, cells: _Cells, *, frame: str, limit: int | None = N
     if prepare is not None:
         shown = prepare(shown)
     cols = list(shown.columns)
+    # columns of long texts (paths, previews, reasons) wrap, anywhere; short ones
+    # (kinds, stages, actions) never: squeezed beside long ones they broke as "inserte|d"
+    long = {c for c in cols if shown[c].map(lambda v: isinstance(v, str) and len(v) > LONG_TEXT
+                                            ).any()}
     out = ["<table><thead><tr>", *(f"<th>{cells.text(c)}</th>" for c in cols),
            "</tr></thead><tbody>"]
     for i, rec in enumerate(shown.to_dict("records")):
@@ -145,6 +151,7 @@ def _table(df: pd.DataFrame, cells: _Cells, *, frame: str, limit: int | None = N
         out.append(f'<tr class="{cls}">' if cls else "<tr>")
         for c in cols:
             kind, text = cells.cell(rec[c], str(c))
+            kind = "text long" if kind == "text" and c in long else kind
             out.append(f'<td class="{kind}">{text}</td>' if kind else f"<td>{text}</td>")
         out.append("</tr>")
     out.append("</tbody></table>")
