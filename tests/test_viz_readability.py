@@ -276,3 +276,22 @@ def test_report_tables_wrap_long_texts_and_never_short_ones():
     assert by_text["short"] == "text long"          # its column holds a long value
     assert by_text["9"] == "num"
     assert "td.text{white-space:nowrap}" in STYLE and "td.long{white-space:normal" in STYLE
+
+
+def test_context_map_legend_sits_beside_the_rows():
+    from ctxlab.viz import plot_context
+
+    r = ctxlab.replay(ctxlab.load(datasets.path("coding_session")), STAGES, window=25_000)
+    call = int(r.events.groupby("call")["stage"].nunique().idxmax())   # the most statuses
+    fig = plot_context(r, call)
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    assert len(ax.get_legend().get_texts()) >= 3
+    assert ax.get_legend().get_window_extent().x0 >= ax.get_window_extent().x1
+    # each row's totals are written inside the axes, however long (four statuses)
+    for call in sorted(set(r.events["call"]))[:12]:
+        fig = plot_context(r, int(call))
+        fig.draw_without_rendering()
+        ax = fig.axes[0]
+        right = ax.get_window_extent().x1
+        assert all(t.get_window_extent().x1 <= right for t in ax.texts)

@@ -152,6 +152,7 @@ def plot_context(replay: Replay, call: int, *, side: Literal["before", "after"] 
     widths = parts.groupby("layer")["tokens"].sum().to_dict()
     widths["system"] = widths.get("system", 0) + overhead
     widest = float(max(widths.values()))
+    ends = []       # per row: its width and its totals' text, which must fit right of it
     for layer in LAYERS:
         if layer not in totals.index.get_level_values(0) and not (layer == "system" and overhead):
             continue
@@ -160,20 +161,28 @@ def plot_context(replay: Replay, call: int, *, side: Literal["before", "after"] 
                          else [])
         text = ", ".join([x for x in (text, ", ".join(
             f"{thousands(t[st])} {st}" for st in STATUSES if st in t.index)) if x])
+        ends.append((widths[layer], len(text)))
         ax.annotate(text, (widths[layer] / 1000, row[layer]), xytext=(4, 0),
                     textcoords="offset points", va="center", fontsize=7)
     ax.set_yticks([row[k] for k in LAYERS],
                   [f"{LAYER_CODES[k]} {k}" if LAYER_CODES[k] != k else k for k in LAYERS])
     ax.set_ylim(-0.6, len(LAYERS) - 0.4)
-    ax.set_xlim(0, max(widest, 1.0) / 1000 * 1.3)
+    # room for each row's totals: 30% past the widest row, or more when a long text (four
+    # statuses) on a wide row would run past the axes into the legend. The text's share of
+    # the axes is estimated: 4 pt a character (7 pt type), of an axes ~75% of the figure wide
+    axes_pt = 0.75 * fig.get_figwidth() * 72
+    need = [w / max(0.05, 1 - (4 + 4.0 * n) / axes_pt) for w, n in ends]
+    ax.set_xlim(0, max(widest * 1.3, *need, 1.0) / 1000)
     ax.set_xlabel("tokens (thousands), parts in position order")
     shown = [st for st in STATUSES if st in set(parts["status"])]
     handles = [_legend_patch(Patch, st) for st in shown]
     if overhead:
         handles.append(Patch(facecolor="white", edgecolor=NEUTRAL[1], hatch=OVERHEAD_HATCH,
                              label="unrecorded (fitted)"))
-    ax.legend(handles=handles, fontsize=7, loc="lower right", title="part status",
-              title_fontsize=7)
+    # beside the rows: inside, with four or more statuses it rose over the history row's
+    # end, where the row's totals are written
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1),
+              borderaxespad=0, title="part status", title_fontsize=7)
     what = "before compaction" if side == "before" else "as sent"
     drawn = int(parts["tokens"].sum())
     extra = [f"{overhead:,} unrecorded"] if overhead else []
