@@ -51,16 +51,25 @@ def frame_html(df: pd.DataFrame, *, digits: int = 1) -> str:
 
 
 def mapping_html(values: dict[str, Any]) -> str:
-    """A dict as a two-column HTML table (``key | value``), values formatted and escaped."""
-    def fmt(v: Any) -> str:
+    """A dict as a two-column HTML table (``key | value``), values formatted and escaped;
+    shares (``peak_usage``, ``recall``) as percentages, as the HTML report shows them.
+
+    Example:
+        >>> "79.9%" in mapping_html({"peak_usage": 0.799}), "0.799" in mapping_html({"x": 0.799})
+        (True, True)
+    """
+    def fmt(k: str, v: Any) -> str:
         if isinstance(v, bool) or v is None:
             return str(v)
         if isinstance(v, int):
             return f"{v:,}"
         if isinstance(v, float):
+            if "usage" in k or k == "recall":
+                return f"{v:.1%}"
             return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
         return str(v)
-    frame = pd.DataFrame({"": list(values), "value": [fmt(v) for v in values.values()]})
+    frame = pd.DataFrame({"": list(values),
+                          "value": [fmt(str(k), v) for k, v in values.items()]})
     return frame_html(frame)
 
 
