@@ -295,3 +295,35 @@ def test_context_map_legend_sits_beside_the_rows():
         ax = fig.axes[0]
         right = ax.get_window_extent().x1
         assert all(t.get_window_extent().x1 <= right for t in ax.texts)
+
+
+def test_a_stage_or_preset_has_its_colour_whatever_else_is_drawn():
+    """Colours used to follow the order of drawing: in notebook 02 green was one thing in a
+    plot and another in the next. Built-in stages and presets now each have their own."""
+    from ctxlab import stages
+    from ctxlab.presets import preset_names
+    from ctxlab.viz.style import STAGE_NAMES, PRESET_NAMES, preset_colours
+
+    assert set(stages.names()) == set(STAGE_NAMES)       # a new stage needs its colour
+    assert set(preset_names()) == set(PRESET_NAMES)
+    for names, colours in ((STAGE_NAMES, stage_colours), (PRESET_NAMES, preset_colours)):
+        own = colours(names)
+        assert len(set(own.values())) == len(names)
+        assert MISSING_COLOUR not in own.values()
+        for name in names:         # alone, last, or among names ctxlab does not know
+            assert colours([name])[name] == own[name]
+            mixed = colours(["mine", *names[::-1], "other"])
+            assert mixed[name] == own[name]
+            assert len(set(mixed.values())) == len(names) + 2
+
+
+def test_replays_of_two_pipelines_colour_a_shared_stage_alike(coding):
+    from ctxlab.pipeline import Pipeline, stages_from
+
+    # the stages in another order, with one neurolink lacks first
+    p = Pipeline(name="mine", stages=stages_from(["clear_tool_results", "truncate", "prune"]),
+                 threshold=0.5)
+    other = ctxlab.replay(coding.base, p, window=40_000)
+    a, b = replay_stage_colours(coding), replay_stage_colours(other)
+    assert {"prune", "truncate"} <= set(a) & set(b)
+    assert all(a[s] == b[s] for s in set(a) & set(b))

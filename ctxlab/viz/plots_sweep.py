@@ -19,7 +19,7 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.recommend import CONSTRAINTS, aggregate, config_columns, meets, pareto_front, ranked
-from ctxlab.viz.style import (FRAMING_COLOUR, NEUTRAL, literal_text, new_figure, stage_colours,
+from ctxlab.viz.style import (FRAMING_COLOUR, NEUTRAL, literal_text, new_figure, preset_colours,
                               token_text)
 
 if TYPE_CHECKING:
@@ -227,7 +227,7 @@ def _pareto(s: pd.DataFrame, x: str, y: str, limits: dict[str, float], objective
     qual = s[y].fillna(1.0) if y == "recall" else s[y]
     s = s.assign(_x=s[x] / scale, _y=qual)
     drawn = s[s["_y"].notna()]
-    colours = stage_colours(s["preset"].astype(str))
+    colours = preset_colours(s["preset"].astype(str))
     for gid, rows, marker, size in (("feasible", drawn[drawn["feasible"]], "o", 36),
                                     ("infeasible", drawn[~drawn["feasible"]], "x", 40)):
         ax.scatter(rows["_x"], rows["_y"], marker=marker, s=size, zorder=3, gid=gid,

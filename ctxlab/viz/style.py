@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import io
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
@@ -28,7 +28,7 @@ FRAMING_COLOUR = "#BBBBBB"
 NEUTRAL = ("#999999", "#555555")
 MISSING_COLOUR = "#000000"
 """What a figure marks as lost (a call missing needed facts): black, which no stage or
-preset colour is (`stage_colours` leaves the palette's black out)."""
+preset colour is (`COLOURS` leaves the palette's black out)."""
 SVG_SALT = "ctxlab"
 
 
@@ -82,21 +82,53 @@ MORE_COLOURS = ("#882255", "#44AA99", "#999933", "#332288", "#AA4499", "#117733"
 """After the palette's seven colours (black kept for lines): Paul Tol's muted colours."""
 
 
-def stage_colours(names: Iterable[str]) -> dict[str, str]:
-    """A colour per stage (or preset) name, in the order given: the palette without black,
-    then `MORE_COLOURS` (15 distinct colours, then they repeat).
+COLOURS = (*PALETTE[:-1], *MORE_COLOURS)
+"""Colours for stages and presets: the palette without black (black marks what is lost,
+and lines), then `MORE_COLOURS`."""
+STAGE_NAMES = ("prune", "dedup", "clear_tool_results", "summarize", "truncate", "keep_last",
+               "monologue", "truncate_tool_output", "trim_history", "file_budget",
+               "carry_forward", "reattach", "repair")
+"""The built-in stages, each with a colour of its own (`COLOURS`, in this order; the
+palette's faint yellow is left for names ctxlab does not know)."""
+PRESET_NAMES = ("neurolink", "probe", "ai-agent", "copilot-legacy", "copilot-fixed", "neuron",
+                "observation-masking", "claude-code")
+"""The presets, each with a colour of its own, as `STAGE_NAMES`."""
+_FIXED_ORDER = tuple(c for c in COLOURS if c != "#F0E442") + ("#F0E442",)
+
+
+def named_colours(names: Iterable[str], fixed: Sequence[str]) -> dict[str, str]:
+    """A colour per name: a name of ``fixed`` has its own, the same in every figure and
+    notebook whatever else is drawn with it; any other name takes the colours no name of
+    ``fixed`` here uses, in the order given (then they repeat).
 
     Example:
-        >>> cs = stage_colours(f"p{i}" for i in range(8))
-        >>> len(set(cs.values())), cs["p7"]
-        (8, '#882255')
+        >>> cs = named_colours(["summarize", "mine", "prune"], STAGE_NAMES)
+        >>> cs["prune"] == named_colours(["prune"], STAGE_NAMES)["prune"]
+        True
+        >>> len(set(cs.values()))
+        3
     """
-    colours = (*PALETTE[:-1], *MORE_COLOURS)
-    out: dict[str, str] = {}
-    for name in names:
-        if name not in out:
-            out[name] = colours[len(out) % len(colours)]
-    return out
+    names = list(dict.fromkeys(names))
+    out = {n: _FIXED_ORDER[fixed.index(n) % len(_FIXED_ORDER)] for n in names if n in fixed}
+    free = [c for c in _FIXED_ORDER[::-1] if c not in out.values()] or list(_FIXED_ORDER)
+    for i, name in enumerate(n for n in names if n not in out):
+        out[name] = free[i % len(free)]
+    return {n: out[n] for n in names}
+
+
+def stage_colours(names: Iterable[str]) -> dict[str, str]:
+    """A colour per stage name (`named_colours` of `STAGE_NAMES`).
+
+    Example:
+        >>> stage_colours(["dedup", "prune"]) == {"dedup": "#E69F00", "prune": "#0072B2"}
+        True
+    """
+    return named_colours(names, STAGE_NAMES)
+
+
+def preset_colours(names: Iterable[str]) -> dict[str, str]:
+    """A colour per preset name (`named_colours` of `PRESET_NAMES`)."""
+    return named_colours(names, PRESET_NAMES)
 
 
 def show_nothing(ax: Axes, message: str) -> None:
