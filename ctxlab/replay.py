@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ctxlab.engine import Budget, StageRun, make_view, request_parts
+from ctxlab.engine import TOKENS_DTYPE, Budget, StageRun, make_view, request_parts
 from ctxlab.errors import CtxlabError
 from ctxlab.history import SessionHistory
 from ctxlab.layers import assign_layers, layer_categories, user_texts
@@ -438,7 +438,8 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
     history = SessionHistory(t, session)
     f = history.frame
     lo, hi = history.lo.tolist(), history.hi.tolist()
-    tokens = est.count_parts(history.table).tolist()
+    counts = est.count_parts(history.table)
+    tokens = counts.tolist()
     cats = layer_categories(history.table).tolist()
     turns = f["turn"].to_numpy(dtype=np.int64, na_value=0).tolist()
     msgs = f["msg"].to_numpy(dtype=np.int64).tolist()
@@ -450,7 +451,7 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
     nxt, n = 0, len(order)
     target_ratio = p.target if p.target is not None else p.threshold
     inf = float("inf")
-    rows_seen = RequestRows(history, est)
+    rows_seen = RequestRows(history, counts)
 
     def one_turn() -> bool:
         """The request holds a single turn (seed 002's guard: nothing committed yet)."""
@@ -574,11 +575,15 @@ class RequestRows:
     original rows in the order they became visible), less those whose visibility ended
     (``left``). The rows are those of ``history.visible_table(end)``: edits between two
     builds happen only inside a compaction, whose resulting view is what is kept.
+    ``tokens``: the estimator's count of every row of ``history.table``, which arriving
+    rows carry (with an empty ``layer``, assigned when the view is made).
     """
 
-    def __init__(self, history: SessionHistory, est: Estimator) -> None:
+    def __init__(self, history: SessionHistory, tokens: np.ndarray) -> None:
         self.history = history
-        self.est = est
+        self._rows = history.table.with_columns(
+            tokens=(tokens, TOKENS_DTYPE),
+            layer=(np.full(history.table.n, "", dtype=object), np.dtype(object)))
         self.entered: list[int] = []
         self.left: list[int] = []
         self.last: Table | None = None
@@ -591,11 +596,9 @@ class RequestRows:
         if self.last is None:
             return self.history.visible_table(end)
         out = self.last
-        if self.entered:
-            new = self.history.table.take(self.entered)
-            new = new.with_columns(
-                tokens=(self.est.count_parts(new), out.dtypes["tokens"]),
-                layer=(np.full(len(new), "", dtype=object), out.dtypes["layer"]))
+        if self.entered:                # (the dtypes are those of the last request)
+            self._rows.derive_like(out)     # (once per array, for the whole session)
+            new = self._rows.take(self.entered)
             out = append(out, new)
         if self.left:
             gone = self.history.table.ints("part")[self.left]

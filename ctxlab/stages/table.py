@@ -162,6 +162,24 @@ class Table:
             got = self._derived[key] = Derived(fn, columns, values)
         return got.values
 
+    def derive_like(self, other: Table) -> None:
+        """Compute the derived arrays of ``other`` that this table lacks (of columns it
+        has), for all its rows at once: rows taken from it then carry them.
+
+        Example:
+            >>> t = Table.from_frame(pd.DataFrame({"content": ["ab", "xyz", "q"]}))
+            >>> size = lambda tb: np.array([len(x) for x in tb.col("content")])
+            >>> few = t.take([1])
+            >>> few.derived("len", ("content",), size).tolist()
+            [3]
+            >>> t.derive_like(few)          # computed here for every row, then carried
+            >>> t.take([2, 0]).derived("len", ("content",), lambda tb: 1 / 0).tolist()
+            [1, 2]
+        """
+        for k, d in other._derived.items():
+            if k not in self._derived and all(c in self.cols for c in d.columns):
+                self.derived(k, d.columns, d.fn)
+
     def take(self, rows: Any, columns: tuple[str, ...] | None = None) -> Table:
         """The rows at some positions, in that order (only ``columns`` of them, those
         present, when given; derived arrays of those columns alone go with them)."""
