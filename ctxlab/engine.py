@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.history import SessionHistory
-from ctxlab.layers import assign_layers
+from ctxlab.layers import LayerContext, assign_layers, layer_context
 from ctxlab.schema import Transcript
 from ctxlab.stages.base import Edit, Stage, View, labels
 from ctxlab.stages.columns import codes, hashed, one_of
@@ -116,19 +116,31 @@ def build_view(t: Transcript, session: str, end_pos: float, estimator: Estimator
 
 def make_view(parts: pd.DataFrame | Table, estimator: Estimator, budget: Budget, session: str,
               call: int | None = None, *, counted: bool = False,
-              messages: int | None = None) -> View:
+              messages: int | None = None, layered: LayerContext | None = None) -> View:
     """A view of a request's parts (in position order), counted and layered
     (``counted``: the table's ``tokens`` are already this estimator's counts;
-    ``messages``: its number of distinct messages, when the caller keeps count)."""
+    ``messages``: its number of distinct messages, when the caller keeps count;
+    ``layered``: the table's ``layer`` column is already assigned, in a request of this
+    `ctxlab.layers.layer_context`, as a replay's is: the last request's rows with their
+    layers, and `ctxlab.layers.added_layers` for the rows after them). The view
+    remembers its layer context (``_memo["layer_context"]``)."""
     table = parts if isinstance(parts, Table) else \
         Table.from_frame(parts.reset_index(drop=True))
     if not (counted and "tokens" in table):
         tokens = estimator.count_parts(table) if len(table) else np.zeros(0, np.int64)
         table = table.with_columns(tokens=(tokens, TOKENS_DTYPE))
-    view = View(table=with_layers(table), estimator=estimator,
+    if layered is not None and "layer" in table:
+        context = layered
+        if table.dtypes["layer"] != _layer_dtype(table):    # (the last request was empty)
+            table = with_layers(table, table.col("layer"))
+    else:
+        context = layer_context(table)
+        table = with_layers(table, assign_layers(table, context))
+    view = View(table=table, estimator=estimator,
                 window_tokens=budget.window_tokens, limit_tokens=budget.limit_tokens,
                 target_tokens=budget.target_tokens, overhead_tokens=budget.overhead_tokens,
                 session=session, call=call)
+    view._memo["layer_context"] = context
     if messages is not None:
         view._memo["messages"] = messages
     return view
@@ -137,11 +149,16 @@ def make_view(parts: pd.DataFrame | Table, estimator: Estimator, budget: Budget,
 TOKENS_DTYPE = np.dtype(np.int64)
 
 
-def with_layers(table: Table) -> Table:
-    """The table with its ``layer`` column (re)assigned: text, or object when empty, as a
-    DataFrame column set from the same array would be."""
-    dtype = pd.StringDtype(na_value=np.nan) if len(table) else np.dtype(object)
-    return table.with_columns(layer=(assign_layers(table), dtype))
+def with_layers(table: Table, layers: np.ndarray | None = None) -> Table:
+    """The table with its ``layer`` column (re)assigned (``layers``: its values, when
+    known): text, or object when empty, as a DataFrame column set from the same array
+    would be."""
+    return table.with_columns(layer=(assign_layers(table) if layers is None else layers,
+                                     _layer_dtype(table)))
+
+
+def _layer_dtype(table: Table) -> Any:
+    return pd.StringDtype(na_value=np.nan) if len(table) else np.dtype(object)
 
 
 def call_end_pos(t: Transcript, session: str, call: int) -> float:
@@ -264,10 +281,13 @@ def edit_view(view: View, hide: Sequence[int],
     # a part replaced in place has its layer, unless a user's text (injected context)
     layers_kept = in_place and "layer" in p and not (
         (labels(p, "role")[old_rows] == "user") & (labels(p, "kind")[old_rows] == "text")).any()
+    context = view._memo.get("layer_context") if layers_kept else layer_context(parts)
     parts = parts.with_columns(layer=(p.col("layer"), p.dtypes["layer"])) if layers_kept \
-        else with_layers(parts)
+        else with_layers(parts, assign_layers(parts, context))
     added = parts.take(new_rows, BOOKKEEPING)
     out = view.with_table(parts)
+    if context is not None:                     # the same layers: the same context
+        out._memo["layer_context"] = context
     if in_place and "messages" in view._memo:   # the same messages at the same rows
         out._memo["messages"] = view._memo["messages"]
     found = view._memo.get("problem_rows")

@@ -32,6 +32,9 @@ from ctxlab.stages.base import Rows, count_rows, ints
 from ctxlab.stages.columns import table_of
 from ctxlab.stages.table import Table
 
+LayerContext = tuple[int, int]
+"""What a request's layers depend on besides each part's own cells: its current turn
+and its prompt's message (-1: none). `layer_context` gives it."""
 Layer = Literal["system", "tools", "carried", "current", "history", "prompt"]
 LAYERS: tuple[str, ...] = get_args(Layer)
 INJECTED_CONTEXT = r"\s*<(?:project_context|system-reminder|context|prior_context)[\s>]"
@@ -39,8 +42,9 @@ LAYER_CODES = {"system": "L1", "tools": "tools", "carried": "L2", "current": "L3
                "history": "L4", "prompt": "L5"}
 
 
-def assign_layers(parts: Rows) -> np.ndarray:
-    """The layer of every part of one request (parts of ONE session, any order).
+def assign_layers(parts: Rows, context: LayerContext | None = None) -> np.ndarray:
+    """The layer of every part of one request (parts of ONE session, any order;
+    ``context``: its `layer_context`, when known).
 
     Example:
         >>> parts = pd.DataFrame({
@@ -55,14 +59,83 @@ def assign_layers(parts: Rows) -> np.ndarray:
     t = table_of(parts)
     if t is None:
         t = Table.from_frame(parts.reset_index(drop=True))
+    return _layers(t, layer_context(t) if context is None else context)
+
+
+def layer_context(t: Table) -> LayerContext:
+    """The current turn (the highest) and the prompt's message (the first user text of
+    the current turn, -1 when there is none or the current turn is 0) of a request."""
+    if not t.n:
+        return 0, -1
+    turn = ints(t, "turn")
+    current = int(turn.max())
+    if current <= 0:
+        return current, -1
+    user_msgs = ints(t, "msg")[(turn == current) & user_texts(t)]
+    return current, int(user_msgs.min()) if len(user_msgs) else -1
+
+
+def added_layers(new: Table, before: LayerContext) -> np.ndarray | None:
+    """The layers of rows joining a request of layer context ``before``, in the request
+    they make together (a replay's request: the last one's rows and those that arrived
+    since); only the new rows are read. None when they change the context (a new turn,
+    an earlier prompt message): the earlier rows' layers change too, and the whole
+    request is assigned again (`assign_layers`)."""
+    if new.n > _FEW:
+        context = _grown_context(new, before)
+        return _layers(new, context) if context == before else None
+    # a few rows (a replay's arrivals at one call): the same rules, in Python
+    current, prompt = before
+    rows = list(zip(layer_classes(new).tolist(), ints(new, "turn").tolist(),
+                    ints(new, "msg").tolist()))
+    for flags, turn, msg in rows:
+        if turn > current or (current > 0 and turn == current and flags & _USER_TEXT
+                              and (prompt == -1 or msg < prompt)):
+            return None             # a new turn, or an earlier prompt message
+    return np.array([_layer(flags, turn == current > 0, msg == prompt)
+                     for flags, turn, msg in rows], dtype=object)
+
+
+_FEW = 16
+"""`added_layers` assigns at most this many rows in Python, more with NumPy."""
+
+
+def _layer(flags: int, in_current: bool, in_prompt: bool) -> str:
+    """One part's layer (`_layers`, for one row): its `layer_classes` flags, whether it
+    is of the current turn and of the prompt's message."""
+    if flags & _TOOLS:
+        return "tools"
+    if flags & _SYSTEM:
+        return "system"
+    if flags & _ATTACHMENT:
+        return "current" if in_current else "carried"
+    return "prompt" if in_prompt else "current" if in_current else "history"
+
+
+def _grown_context(new: Table, before: LayerContext) -> LayerContext:
+    """The `layer_context` of a request of context ``before`` with ``new`` rows added."""
+    if not new.n:
+        return before
+    turn = ints(new, "turn")
+    if int(turn.max()) > before[0]:     # a new turn: the earlier rows have none of it
+        return layer_context(new)
+    current = before[0]
+    if current <= 0:
+        return before
+    user_msgs = ints(new, "msg")[(turn == current) & user_texts(new)]
+    if not len(user_msgs):
+        return before
+    first = int(user_msgs.min())
+    return current, first if before[1] == -1 else min(before[1], first)
+
+
+def _layers(t: Table, context: LayerContext) -> np.ndarray:
+    """The layer of every part of a table, in a request of that context."""
     cls = layer_classes(t)
     turn = ints(t, "turn")
     msg = ints(t, "msg")
-    current = int(turn.max())
-    user_text = (cls & _USER_TEXT) != 0
+    current, prompt_msg = context
     in_current = turn == current if current > 0 else np.zeros(len(turn), dtype=bool)
-    user_msgs = msg[in_current & user_text]
-    prompt_msg = int(user_msgs.min()) if current > 0 and len(user_msgs) else -1
     code = np.where(in_current, np.int8(_CODE["current"]), np.int8(_CODE["history"]))
     attachment = (cls & _ATTACHMENT) != 0
     code[attachment & ~in_current] = _CODE["carried"]

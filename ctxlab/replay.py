@@ -29,7 +29,8 @@ import pandas as pd
 from ctxlab.engine import TOKENS_DTYPE, Budget, StageRun, make_view, request_parts
 from ctxlab.errors import CtxlabError
 from ctxlab.history import SessionHistory
-from ctxlab.layers import assign_layers, layer_categories, user_texts
+from ctxlab.layers import (LayerContext, added_layers, assign_layers, layer_categories,
+                           user_texts)
 from ctxlab.pipeline import (Pipeline, call_models, changed, compact_view, forced_final,
                              pipeline_estimator, request_note, resolve_pipeline,
                              measured_from_layers, session_provider, trigger_scope,
@@ -515,7 +516,8 @@ def _walk_session(t: Transcript, session: str, calls: pd.DataFrame, settings: Se
             budget = Budget(window_tokens=win, limit_tokens=limit,
                             target_tokens=row["target_tokens"], overhead_tokens=overhead)
             view = make_view(rows_seen.request(end), est, budget, session, k,
-                             counted=rows_seen.last is not None, messages=sums.messages)
+                             counted=rows_seen.last is not None, messages=sums.messages,
+                             layered=rows_seen.layered)
             rows_seen.seed(view)
             r = compact_view(history, view, p, end_pos=end, checked=reported)
             rows_seen.built(r.view)
@@ -576,7 +578,8 @@ class RequestRows:
     (``left``). The rows are those of ``history.visible_table(end)``: edits between two
     builds happen only inside a compaction, whose resulting view is what is kept.
     ``tokens``: the estimator's count of every row of ``history.table``, which arriving
-    rows carry (with an empty ``layer``, assigned when the view is made).
+    rows carry, with an empty ``layer`` that `request` assigns while the last request's
+    layer context holds (`layered`), the view otherwise.
     """
 
     def __init__(self, history: SessionHistory, tokens: np.ndarray) -> None:
@@ -588,17 +591,29 @@ class RequestRows:
         self.left: list[int] = []
         self.last: Table | None = None
         self._scan: Any = None          # the grammar scan of the last request
+        self._context: LayerContext | None = None   # and its layer context
         self._grown_from: int | None = None
+        self.layered: LayerContext | None = None
+        """The layer context of the request just built, when its layers are assigned
+        (the last request's and `added_layers`): the rows only grew, in that context."""
 
     def request(self, end: float) -> Table:
-        """The rows of the request ending at ``end`` (tokens counted when kept)."""
+        """The rows of the request ending at ``end`` (tokens counted when kept, layers
+        assigned when `layered`)."""
         self._grown_from = None
+        self.layered = None
         if self.last is None:
             return self.history.visible_table(end)
         out = self.last
+        context = self._context if not self.left else None
         if self.entered:                # (the dtypes are those of the last request)
             self._rows.derive_like(out)     # (once per array, for the whole session)
             new = self._rows.take(self.entered)
+            layers = added_layers(new, context) if context is not None else None
+            if layers is not None:
+                new = new.with_columns(layer=(layers, new.dtypes["layer"]))
+            else:
+                context = None
             out = append(out, new)
         if self.left:
             gone = self.history.table.ints("part")[self.left]
@@ -608,6 +623,7 @@ class RequestRows:
             out = out.take(np.argsort(pos, kind="stable"))
         elif not self.left:             # the last request's rows, then the new ones
             self._grown_from = self.last.n
+            self.layered = context
         return out
 
     def seed(self, view: View) -> None:
@@ -626,6 +642,7 @@ class RequestRows:
         self.last = view.table
         view_grammar(view)              # read by the stages; kept for the next request
         self._scan = view._memo.get("grammar_scan")
+        self._context = view._memo.get("layer_context")
         self.entered.clear()
         self.left.clear()
 

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ctxlab
-from ctxlab.engine import call_end_pos, request_parts
-from ctxlab.layers import LAYERS, assign_layers, layers_df
+from ctxlab.engine import call_end_pos, request_parts, with_layers
+from ctxlab.layers import LAYERS, added_layers, assign_layers, layer_context, layers_df
 from ctxlab.stages.table import Table, append
 from tests.conftest import DATASETS
 
@@ -78,3 +78,50 @@ def test_layers_of_a_grown_request_equal_those_of_the_whole(rows):
         grown = append(grown, piece)
     want = assign_layers(whole).tolist()
     assert assign_layers(grown).tolist() == want == assign_layers(df).tolist()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(_ROLES), st.sampled_from(_KINDS),
+                          st.sampled_from(_CONTENTS), st.integers(0, 3),
+                          st.integers(0, 6)), min_size=2, max_size=30),
+       st.integers(1, 29))
+def test_layers_assigned_to_the_new_rows_alone_equal_those_of_the_whole(rows, cut):
+    """`added_layers` (a replay's request: the last one's rows, then those that arrived)
+    gives the new rows the layers they have in the whole request, or None when they
+    change the layer context (a new turn, an earlier prompt): then every layer may
+    change."""
+    df = pd.DataFrame({"role": pd.array([r[0] for r in rows], dtype="string"),
+                       "kind": pd.array([r[1] for r in rows], dtype="string"),
+                       "content": pd.array([r[2] for r in rows], dtype="string"),
+                       "turn": [r[3] for r in rows], "msg": [r[4] for r in rows]})
+    cut = min(cut, len(df) - 1)
+    first = Table.from_frame(df.iloc[:cut].reset_index(drop=True))
+    before = layer_context(first)
+    first = with_layers(first, assign_layers(first, before))
+    new = Table.from_frame(df.iloc[cut:].reset_index(drop=True))
+    got = added_layers(new, before)
+    whole = assign_layers(df).tolist()
+    if layer_context(Table.from_frame(df)) == before:
+        assert got is not None
+        assert first.col("layer").tolist() + got.tolist() == whole
+    else:
+        assert got is None
+
+
+def test_a_user_text_after_the_prompt_is_current_one_before_it_changes_the_prompt():
+    def table(rows):
+        return Table.from_frame(pd.DataFrame({
+            "role": pd.array([r[0] for r in rows], dtype="string"),
+            "kind": pd.array([r[1] for r in rows], dtype="string"),
+            "content": pd.array(["x"] * len(rows), dtype="string"),
+            "turn": [r[2] for r in rows], "msg": [r[3] for r in rows]}))
+
+    first = table([("system", "text", 0, 0), ("user", "text", 1, 5), ("assistant", "text", 1, 6)])
+    before = layer_context(first)
+    assert before == (1, 5)
+    later = table([("user", "text", 1, 7), ("user", "attachment", 1, 7)])
+    assert added_layers(later, before).tolist() == ["current", "current"]
+    assert added_layers(table([("user", "text", 1, 3)]), before) is None     # earlier prompt
+    assert added_layers(table([("assistant", "text", 2, 8)]), before) is None  # a new turn
+    many = table([("assistant", "text", 1, 7 + i) for i in range(20)])      # (with NumPy)
+    assert added_layers(many, before).tolist() == ["current"] * 20
