@@ -52,10 +52,13 @@ result some clients, e.g. Gemini CLI, store as JSON) is read as its values, one 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import sys
 import threading
 from decimal import Decimal
+from pathlib import Path
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -371,6 +374,58 @@ def artifact_ids(texts: pd.Series, *, user: pd.Series | None = None
     rows = np.repeat(np.arange(len(per), dtype=np.int64), lengths)
     ids = np.concatenate(per) if per else np.zeros(0, dtype=np.int64)
     return rows, ids
+
+
+def extraction_fingerprint() -> str | None:
+    """What the artifacts of a text depend on besides the text and its instruction flag:
+    this module's source (its rules and code) and the Python version (its ``re``). Facts
+    stored with another fingerprint (`ctxlab.facts`) are stale: extracted again, never
+    used. None when the source cannot be read (nothing stored is then trusted)."""
+    if not _FINGERPRINT:
+        try:
+            source = Path(__file__).read_bytes()
+        except OSError:
+            _FINGERPRINT.append(None)
+        else:
+            _FINGERPRINT.append(hashlib.sha256(source).hexdigest()[:32]
+                                + f"-py{sys.version_info[0]}.{sys.version_info[1]}")
+    return _FINGERPRINT[0]
+
+
+_FINGERPRINT: list[str | None] = []
+
+
+def seed_artifacts(keys: list[tuple[str, bool]], offsets: np.ndarray, kinds: list[str],
+                   values: list[str]) -> int:
+    """Remember the artifacts of texts extracted elsewhere (a corpus dataset's stored
+    facts, `ctxlab.facts`), as `artifact_ids` would have: ``keys`` are (text, instruction
+    flag) pairs; the artifacts of ``keys[i]`` are ``kinds[offsets[i]:offsets[i + 1]]`` and
+    the same ``values``, in the order `artifacts` gives them. The caller vouches that they
+    are what `artifacts` gives (`extraction_fingerprint`). Texts already known are left as
+    they are. Returns how many texts were added."""
+    with _LOCK:
+        new = [i for i, k in enumerate(keys) if k not in _CACHE]
+        if not new:
+            return 0
+        if len(new) < len(keys):
+            take = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in new])
+            sizes = np.array([offsets[i + 1] - offsets[i] for i in new], dtype=np.int64)
+            kinds = [kinds[j] for j in take.tolist()]
+            values = [values[j] for j in take.tolist()]
+            offsets = np.concatenate([[0], np.cumsum(sizes)])
+            keys = [keys[i] for i in new]
+        ids = _ids(kinds, values)
+        for i, key in enumerate(keys):
+            _CACHE[key] = ids[offsets[i]:offsets[i + 1]]
+        while len(_CACHE) > ARTIFACT_CACHE_TEXTS:
+            del _CACHE[next(iter(_CACHE))]
+        return len(keys)
+
+
+def clear_artifact_cache() -> None:
+    """Forget every text's artifacts (`artifact_ids` extracts them again; ids stay)."""
+    with _LOCK:
+        _CACHE.clear()
 
 
 def artifact_kinds(ids: np.ndarray) -> np.ndarray:

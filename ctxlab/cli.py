@@ -166,7 +166,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             raise ConfigError(f"{path}: an empty folder, no logs to convert")
         src = path if path.is_dir() else [load(path, format=args.format, strict=args.strict,
                                                 sidechains=args.sidechains)]
-        write_corpus(src, out, strict=args.strict, sidechains=args.sidechains)
+        write_corpus(src, out, strict=args.strict, sidechains=args.sidechains,
+                     facts=args.facts)
         print(f"wrote {out}: {describe(out)}; open it with ctxlab.load_dir")
         for f in read_manifest(out)["other_files"]:
             if f.get("status") == "unreadable":
@@ -468,9 +469,12 @@ CONVERT_EXAMPLES = """examples:
     ctxlab convert session.jsonl -o session.parquet
     ctxlab convert logs/ -o corpus/
     ctxlab convert session.jsonl -o corpus/          (one log as a corpus dataset)
+    ctxlab convert logs/ -o corpus/ --no-facts       (without the sessions' facts)
 
 A .parquet file loads back exactly (ctxlab.load); a corpus dataset is Parquet
-partitioned by session, read lazily by ctxlab.load_dir and by sweep workers.
+partitioned by session, read lazily by ctxlab.load_dir and by sweep workers. It
+stores each session's facts (its parts' artifacts and counts under the presets'
+tokenizers), which replays then take instead of computing them, while still valid.
 """
 ESTIMATORS_EXAMPLES = """examples:
     ctxlab estimators datasets/
@@ -531,6 +535,10 @@ def build_parser() -> argparse.ArgumentParser:
                       help="output .parquet file; for a folder of logs (or a folder given as "
                            "OUT), the corpus dataset folder: new, empty, or a dataset to "
                            "replace")
+    conv.add_argument("--no-facts", dest="facts", action="store_false",
+                      help="a corpus dataset without its sessions' facts (artifacts and "
+                           "tokenizer counts that spare every sweep recomputing them): "
+                           "smaller and written faster")
     conv.set_defaults(func=_cmd_convert)
     est = sub.add_parser("estimators", help="estimator errors by content class and per call",
                          formatter_class=argparse.RawDescriptionHelpFormatter,

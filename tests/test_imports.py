@@ -43,11 +43,23 @@ def test_summarizer_registry_loads_no_sdk_until_a_request_is_sent():
     assert _loaded_after(code) == []
 
 
-def test_sweeps_and_corpus_datasets_load_no_dask_until_the_dask_engine_runs():
-    code = ("import tempfile, ctxlab.datasets, ctxlab.sweep_dask, ctxlab.cli\n"
+def test_sweeps_and_corpus_datasets_load_no_dask_until_the_dask_engine_runs(tmp_path):
+    d = tmp_path / "c"
+    # converting counts the texts with the presets' tokenizers (the sessions' facts)
+    code = ("import ctxlab.datasets, ctxlab.sweep_dask, ctxlab.cli\n"
+            "from ctxlab.loaders.corpus_store import write_corpus\n"
+            f"write_corpus(ctxlab.datasets.path('coding_session_b'), {str(d)!r})")
+    assert _loaded_after(code) == ["tiktoken"]
+    # a sweep that counts with no tokenizer loads none, though the facts hold counts
+    code = ("import ctxlab.sweep_dask, ctxlab.cli\n"
+            "from ctxlab.sweep import sweep\n"
+            f"sweep({str(d)!r}, {{'preset': ['neuron']}}, workers=1)")
+    assert _loaded_after(code) == []
+    code = ("import tempfile, ctxlab.datasets\n"
             "from ctxlab.loaders.corpus_store import write_corpus\n"
             "from ctxlab.sweep import sweep\n"
             "with tempfile.TemporaryDirectory() as tmp:\n"
-            "    d = write_corpus(ctxlab.datasets.path('coding_session_b'), tmp + '/c')\n"
+            "    d = write_corpus(ctxlab.datasets.path('coding_session_b'), tmp + '/c', "
+            "facts=False)\n"
             "    sweep(d, {'preset': ['neuron']}, workers=1)")
     assert _loaded_after(code) == []

@@ -168,7 +168,8 @@ def _check_output(out: Path) -> None:
         raise ConfigError(f"{out} holds a corpus manifest that cannot be read ({e}); delete "
                           f"the folder or write elsewhere (nothing was changed)") from None
     ours = {out / MANIFEST} | {out / r for r in m["reports"]} \
-        | {out / p["path"] for p in m["partitions"]}
+        | {out / p["path"] for p in m["partitions"]} \
+        | {out / p["facts"] for p in m["partitions"] if isinstance(p.get("facts"), str)}
     foreign = [p for p in out.rglob("*") if p.is_file() and p not in ours]
     if foreign:
         raise ConfigError(f"{out} is a corpus dataset but also holds {len(foreign)} other "
@@ -177,7 +178,8 @@ def _check_output(out: Path) -> None:
 
 
 def write_corpus(source: str | Path | Corpus | Transcript | Sequence[Transcript],
-                 out: str | Path, *, strict: bool = False, sidechains: bool = False) -> Corpus:
+                 out: str | Path, *, strict: bool = False, sidechains: bool = False,
+                 facts: bool | Sequence[str] = True) -> Corpus:
     """Store logs as a corpus dataset: one Parquet partition per session.
 
     Args:
@@ -187,6 +189,12 @@ def write_corpus(source: str | Path | Corpus | Transcript | Sequence[Transcript]
             else). Written next to it first, then moved in place.
         strict, sidechains: loader options when ``source`` is a path (a `Corpus` keeps
             its own).
+        facts: store each session's facts (`ctxlab.facts`): the artifacts of its parts
+            and their token counts under the presets' tokenizers
+            (`ctxlab.facts.preset_tokenizers`), so that replays of a session read back
+            (a sweep) do not compute them again. A list of tokenizer specs stores the
+            counts of those instead (``[]``: artifacts only); False: no facts (``ctxlab
+            convert --no-facts``; a smaller dataset written faster).
 
     Returns:
         The dataset opened with `ctxlab.load_dir` (lazy: nothing read yet).
@@ -208,7 +216,7 @@ def write_corpus(source: str | Path | Corpus | Transcript | Sequence[Transcript]
         out.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
         (tmp / REPORTS).mkdir(parents=True)
-        manifest = _write_all(logs, other, options, tmp)
+        manifest = _write_all(logs, other, options, tmp, _fact_estimators(facts))
         (tmp / MANIFEST).write_text(json.dumps(manifest, ensure_ascii=False, indent=1),
                                     encoding="utf-8")
         if out.exists():
@@ -220,6 +228,20 @@ def write_corpus(source: str | Path | Corpus | Transcript | Sequence[Transcript]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return load_dir(given)
+
+
+def _fact_estimators(facts: bool | Sequence[str]) -> list[Any] | None:
+    """The estimators whose counts are stored (None: no facts at all)."""
+    if facts is False:
+        return None
+    from ctxlab.facts import preset_tokenizers, storable
+
+    if facts is True:
+        return storable(preset_tokenizers())
+    if isinstance(facts, str) or not all(isinstance(s, str) for s in facts):
+        raise ConfigError(f"facts= takes True, False or a list of tokenizer specs, not "
+                          f"{facts!r}")
+    return storable(list(dict.fromkeys(facts)))
 
 
 def _replace(out: Path, tmp: Path) -> None:
@@ -237,13 +259,16 @@ def _replace(out: Path, tmp: Path) -> None:
 
 
 def _write_all(logs: list[Loaded], other: list[dict[str, Any]], options: LoadOptions,
-               tmp: Path) -> dict[str, Any]:
+               tmp: Path, estimators: list[Any] | None) -> dict[str, Any]:
     import pyarrow as pa
 
     from ctxlab.loaders.parquet import save_report, save_tables
 
     sources: list[dict[str, Any]] = []
     partitions: list[dict[str, Any]] = []
+    if estimators is not None:
+        from ctxlab.facts import LogFacts, describe_facts
+    facts_of = None if estimators is None else describe_facts(estimators)
     used: dict[str, str] = {}
     names: dict[str, str] = {}
     for path, fmt, loader in logs:
@@ -261,6 +286,8 @@ def _write_all(logs: list[Loaded], other: list[dict[str, Any]], options: LoadOpt
         # one Arrow conversion per log; each session takes its rows from it
         tables = {name: pa.Table.from_pandas(getattr(t, name), preserve_index=False)
                   for name in ("frame", "calls", "events")}
+        if estimators is not None:
+            log_facts = LogFacts(t.frame, estimators)
         n = 0
         for s, rows in _split(t):
             if s not in names:
@@ -269,13 +296,19 @@ def _write_all(logs: list[Loaded], other: list[dict[str, Any]], options: LoadOpt
             rel = f"{names[s]}/part-{k:05d}.parquet"
             save_tables(tmp / rel, {name: tables[name].take(ix) for name, ix in rows.items()},
                         t.meta, report_file=f"../{report}")
-            partitions.append(dict(path=rel, session=s, source=k, parts=len(rows["frame"]),
-                                   calls=len(rows["calls"]), events=len(rows["events"])))
+            entry = dict(path=rel, session=s, source=k, parts=len(rows["frame"]),
+                         calls=len(rows["calls"]), events=len(rows["events"]))
+            blob = log_facts.session(rows["frame"]) if estimators is not None else None
+            if blob is not None:
+                entry["facts"] = facts_path(rel)
+                (tmp / entry["facts"]).write_bytes(blob)
+            partitions.append(entry)
             n += 1
         sources.append(dict(path=path, format=fmt or t.meta.get("format"), report=report,
                             sessions=n, parts=len(t.frame), calls=len(t.calls),
                             events=len(t.events)))
     return {"ctxlab_corpus": VERSION,
+            "facts": facts_of,
             "options": {"strict": options.strict, "sidechains": options.sidechains},
             "sources": sources, "partitions": partitions, "other_files": other,
             "reports": [s["report"] for s in sources]}
@@ -327,13 +360,47 @@ def open_dataset(root: str | Path, *, strict: bool = False, sidechains: bool = F
                   dataset=root)
 
 
-def read_session(path: str | Path, report: LoadReport | None = None) -> Transcript:
+def read_session(path: str | Path, report: LoadReport | None = None, *,
+                 facts: bool = True) -> Transcript:
     """One partition of a dataset: a session, with its source's report (``report``, or
     read from the dataset when None). Not validated again: `write_corpus` wrote it from a
-    loaded transcript, and the Parquet file checks its own data."""
+    loaded transcript, and the Parquet file checks its own data.
+
+    With ``facts``, the session's stored facts (`facts_path`), if any, go to this
+    process's caches, those still valid only (`ctxlab.facts.seed`): replays of the
+    session then neither extract its artifacts nor count its texts again."""
     from ctxlab.loaders.parquet import read_transcript
 
-    return read_transcript(path, report=report, validate=False)
+    t = read_transcript(path, report=report, validate=False)
+    if facts:
+        seed_facts(t, path)
+    return t
+
+
+def facts_path(partition: str) -> str:
+    """The facts file of a partition file: beside it, ``facts-<n>.arrow`` for
+    ``part-<n>.parquet`` (an Arrow IPC stream, `ctxlab.facts.LogFacts.session`).
+
+    Example:
+        >>> facts_path("session=a/part-00003.parquet")
+        'session=a/facts-00003.arrow'
+    """
+    folder, _, name = partition.rpartition("/")
+    name = "facts-" + name.removeprefix("part-").removesuffix(".parquet") + ".arrow"
+    return f"{folder}/{name}" if folder else name
+
+
+def seed_facts(t: Transcript, path: str | Path) -> dict[str, Any]:
+    """Hand the facts stored beside the partition file ``path`` (`facts_path`) to this
+    process's caches (`ctxlab.facts.seed`), for ``t`` read from it; what was done."""
+    from ctxlab.facts import seed
+
+    p = Path(path)
+    try:
+        blob = (p.parent / facts_path(p.name)).read_bytes()
+    except OSError:
+        blob = None
+    return seed(t.frame, blob)
 
 
 def describe(root: str | Path) -> str:

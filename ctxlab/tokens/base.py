@@ -13,8 +13,10 @@ costs. `Estimator.count_parts` applies those to a part frame and
 
 from __future__ import annotations
 
+import itertools
 import re
 from abc import ABC, abstractmethod
+from collections import deque
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, Literal
 
@@ -138,8 +140,26 @@ class Estimator(ABC):
     document_tokens: int | None = None
     schema_scale: float = 1.0
 
+    _offers_taken: int = 0      # the last `offer_counts` this instance looked at
+
     def __init__(self) -> None:
         self._cache: dict[str, int] = {}
+
+    @property
+    def facts_key(self) -> str | None:
+        """What counts stored ahead of time (`offer_counts`, a corpus dataset's facts) are
+        filed under for this estimator: the tokenizer it counts with
+        (``tiktoken:o200k_base`` for the specs ``tiktoken:o200k_base`` and
+        ``tiktoken:gpt-4o`` alike); None (the default) for estimators cheap enough to
+        count again, which never take stored counts."""
+        return None
+
+    def fingerprint(self) -> str | None:
+        """The identity of what this estimator's counts depend on (for a tokenizer: its
+        encoding's data and the counting rule), compared with that of stored counts
+        before they are used: a different one means they are stale. None (the default):
+        nothing stored is trusted. May load the tokenizer."""
+        return None
 
     @abstractmethod
     def _count(self, texts: list[str]) -> np.ndarray:
@@ -165,6 +185,8 @@ class Estimator(ABC):
         codes, uniques = pd.factorize(s, use_na_sentinel=False)
         cache = self._cache
         missing = [u for u in uniques if u not in cache]
+        if missing and _OFFERS and self._take_offers():
+            missing = [u for u in missing if u not in cache]
         if missing:
             cache.update(zip(missing, np.asarray(self._count(missing), dtype=np.int64).tolist()))
         per_unique = np.fromiter((cache[u] for u in uniques), dtype=np.int64, count=len(uniques))
@@ -226,6 +248,27 @@ class Estimator(ABC):
             return 0
         return int(self.count_parts(parts).sum()) + self.framing(parts["msg"].nunique())
 
+    def _take_offers(self) -> bool:
+        """Put in the cache the counts offered for `facts_key` since this instance last
+        looked (`offer_counts`) whose fingerprint is this estimator's; whether any was
+        new. Asked only when a text is not cached, so a tokenizer nobody counts with is
+        never loaded to check a fingerprint."""
+        key = self.facts_key
+        queue = _OFFERS.get(key) if key is not None and self.cached else None
+        if not queue:
+            return False
+        new = [o for o in list(queue) if o[0] > self._offers_taken]
+        if not new:
+            return False
+        self._offers_taken = max(o[0] for o in new)
+        mine = self.fingerprint()
+        took = False
+        for _, fingerprint, texts, counts in new:
+            if mine is not None and fingerprint == mine:
+                self._cache.update(zip(texts, counts))
+                took = True
+        return took
+
     def clear_cache(self) -> None:
         """Forget every cached count."""
         self._cache.clear()
@@ -237,3 +280,34 @@ class Estimator(ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.spec}>"
+
+
+OFFERS_KEPT = 4
+"""The last offers kept per `Estimator.facts_key` (`offer_counts`): those of the sessions a
+sweep worker has loaded lately."""
+_OFFERS: dict[str, deque[tuple[int, str, list[str], list[int]]]] = {}
+_OFFER_SEQ = itertools.count(1)
+
+
+def offer_counts(key: str, fingerprint: str, texts: Sequence[str], counts: Sequence[int]
+                 ) -> None:
+    """Offer token counts computed elsewhere (a corpus dataset's stored facts,
+    `ctxlab.facts`) to every estimator whose `Estimator.facts_key` is ``key``: each takes
+    them into its cache the next time it meets a text it has not counted, if
+    ``fingerprint`` is its `Estimator.fingerprint` (else they are stale and ignored). Only
+    the last `OFFERS_KEPT` offers of a key wait; nothing is loaded or counted now.
+
+    Example:
+        >>> class Words(Estimator):
+        ...     facts_key = "words"
+        ...     def fingerprint(self): return "split-v1"
+        ...     def _count(self, texts): return np.array([len(t.split()) for t in texts])
+        >>> offer_counts("words", "split-v1", ["a b c"], [99])   # stored, and trusted
+        >>> offer_counts("words", "split-v0", ["d e"], [99])     # stale: ignored
+        >>> Words().count(["a b c", "d e"]).tolist()
+        [99, 2]
+    """
+    queue = _OFFERS.get(key)
+    if queue is None:
+        queue = _OFFERS.setdefault(key, deque(maxlen=OFFERS_KEPT))
+    queue.append((next(_OFFER_SEQ), fingerprint, list(texts), list(counts)))

@@ -37,7 +37,9 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import json
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,7 +54,7 @@ if TYPE_CHECKING:
     import tiktoken
 
 __all__ = ["MISTRAL_VERSIONS", "HFEstimator", "MistralEstimator", "TiktokenEstimator",
-           "resolve_tiktoken"]
+           "encoding_fingerprint", "resolve_tiktoken"]
 
 OPENAI_PER_MESSAGE = 3
 OPENAI_PER_CONVERSATION = 3
@@ -126,9 +128,58 @@ class TiktokenEstimator(Estimator):
             self._encoding = get_encoding(self.encoding_name)
         return self._encoding
 
+    @property
+    def facts_key(self) -> str:
+        return f"tiktoken:{self.encoding_name}"
+
+    def fingerprint(self) -> str | None:
+        """The encoding's identity (`encoding_fingerprint`) and the counting rule
+        (``encode_ordinary``: change `COUNT_RULE` with `_count`); loads the encoding."""
+        return f"{COUNT_RULE}/{encoding_fingerprint(self.encoding)}"
+
     def _count(self, texts: list[str]) -> np.ndarray:
         encode = self.encoding.encode_ordinary
         return np.fromiter((len(encode(t)) for t in texts), dtype=np.int64, count=len(texts))
+
+
+COUNT_RULE = "encode_ordinary-v1"
+"""How `TiktokenEstimator` counts a text, in its `fingerprint`: stored counts made another
+way are stale."""
+
+
+def encoding_fingerprint(enc: tiktoken.Encoding) -> str | None:
+    """A tiktoken encoding's identity, for stored counts (`Estimator.fingerprint`): its
+    name, tiktoken's version, and a sha256 of what decides a count, the split pattern and
+    the ranks (and the special tokens); computed once per encoding object. None when the
+    encoding does not show them (a tiktoken without these attributes: nothing stored is
+    trusted).
+
+    Example:
+        >>> from ctxlab.tokens.offline import get_encoding
+        >>> name, version, digest = encoding_fingerprint(get_encoding("cl100k_base")).split("/")
+        >>> name, version.startswith("tiktoken-"), len(digest)
+        ('cl100k_base', True, 71)
+    """
+    got = _FINGERPRINTS.get(id(enc))
+    if got is not None and got[0] is enc:
+        return got[1]
+    import tiktoken
+
+    try:
+        pattern, ranks = enc._pat_str, enc._mergeable_ranks
+        special = enc._special_tokens
+    except AttributeError:
+        return None
+    h = hashlib.sha256(pattern.encode("utf-8", "surrogatepass") + b"\0")
+    h.update(b"".join(len(tok).to_bytes(4, "little") + tok + rank.to_bytes(8, "little")
+                      for tok, rank in sorted(ranks.items(), key=lambda kv: kv[1])))
+    h.update(json.dumps(sorted(special.items())).encode())
+    out = f"{enc.name}/tiktoken-{tiktoken.__version__}/sha256:{h.hexdigest()}"
+    _FINGERPRINTS[id(enc)] = (enc, out)
+    return out
+
+
+_FINGERPRINTS: dict[int, tuple[Any, str]] = {}
 
 
 class MistralEstimator(Estimator):

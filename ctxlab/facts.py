@@ -1,0 +1,260 @@
+"""Session facts: what every replay of a session computes again from its texts alone,
+stored once in a corpus dataset (`ctxlab.loaders.corpus_store`) and handed to the
+in-process caches when the session is read back.
+
+Two facts, per part of a session, depend only on its text:
+
+* its **artifacts** (`ctxlab.artifacts`), cached by (text, instruction flag): the
+  flag `instruction_rows` gives the part is stored with them, and a replay that asks
+  with the other flag extracts again;
+* its **token counts** under the costly estimators: the tokenizers the presets count
+  with (`preset_tokenizers`: ``tiktoken:cl100k_base`` for ``ai-agent``,
+  ``tiktoken:o200k_base`` for ``claude-code``), cached by text
+  (`ctxlab.tokens.base.Estimator.count`).
+
+`write_corpus` stores them (`LogFacts`: an Arrow IPC stream, zstd-compressed, in a file
+beside each session's Parquet file, `ctxlab.loaders.corpus_store.facts_path`) with what
+they were computed by:
+`ctxlab.artifacts.extraction_fingerprint` (a hash of the extraction's source and the
+Python version) and each tokenizer's `Estimator.fingerprint` (its encoding's name, a
+hash of its pattern and ranks, tiktoken's version, the counting rule), and a hash of the
+session's texts. `seed` checks them when the session is read: artifacts go straight into
+the artifact cache when their fingerprint is this process's; token counts are offered
+(`ctxlab.tokens.base.offer_counts`) and taken by an estimator only if its own fingerprint
+matches, the first time it misses a text (so a sweep that never counts with a tokenizer
+never loads it). Stale, foreign or damaged facts are ignored: the work is done again,
+never answered wrongly. Nothing here imports a tokenizer at import time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ctxlab.errors import ConfigError
+
+KEY = b"ctxlab.facts"
+"""The schema metadata key of a facts stream: its header (JSON)."""
+VERSION = 1
+"""The layout of the facts stream; another version is ignored when read."""
+ARTIFACT_FIELDS = ("kind", "value")
+
+
+def preset_tokenizers() -> list[str]:
+    """The specs of the tokenizers the presets count with, each once, sorted: the
+    estimators whose counts a corpus dataset stores by default (those with a
+    `Estimator.facts_key`; a ``max:`` spec's sides are looked at). Builds the estimators
+    (imports tiktoken), loads no encoding.
+
+    Example:
+        >>> preset_tokenizers()
+        ['tiktoken:cl100k_base', 'tiktoken:o200k_base']
+    """
+    from ctxlab.presets import preset, preset_names
+    from ctxlab.tokens import estimator
+
+    out: set[str] = set()
+    for name in preset_names():
+        spec = preset(name).estimator
+        if "{provider}" in spec:
+            continue            # chars per token times a provider's multiplier: cheap
+        sides = [spec]
+        if spec.lower().startswith("max:"):
+            from ctxlab.tokens.combined import split_pair
+            sides = list(split_pair(spec[4:]))
+        for s in sides:
+            if estimator(s).facts_key is not None:
+                out.add(s.strip())
+    return sorted(out)
+
+
+def storable(specs: Sequence[str]) -> list[Any]:
+    """The estimators of ``specs``, each checked to have stored counts (a `facts_key` and
+    a `fingerprint`; loads its tokenizer).
+
+    Raises:
+        ConfigError: an estimator whose counts are never stored (a cheap one).
+    """
+    from ctxlab.tokens import estimator
+
+    out = []
+    for spec in specs:
+        est = estimator(spec)
+        if est.facts_key is None or est.fingerprint() is None:
+            raise ConfigError(f"{spec}: its counts are not stored in a corpus dataset (only "
+                              f"tokenizers, e.g. {', '.join(preset_tokenizers())}: the "
+                              f"others count again as fast as they would be read)")
+        out.append(est)
+    return out
+
+
+def texts_digest(texts: Sequence[str]) -> str:
+    """A sha256 of texts in order (each with its length): what stored facts were computed
+    from, checked before they are used.
+
+    Example:
+        >>> texts_digest(["ab", "c"]) == texts_digest(["a", "bc"])
+        False
+    """
+    h = hashlib.sha256()
+    for t in texts:
+        b = t.encode("utf-8", "surrogatepass")
+        h.update(len(b).to_bytes(8, "little"))
+        h.update(b)
+    return h.hexdigest()
+
+
+def _texts(frame: pd.DataFrame) -> list[str]:
+    """The ``content`` of every part as `ctxlab.artifacts.artifact_ids` and the estimators'
+    caches key it (NA is the empty text)."""
+    c = frame["content"]
+    return c.astype(object).where(c.notna(), "").tolist()
+
+
+class LogFacts:
+    """The facts of every part of a log, computed once (`write_corpus` calls `session`
+    for each of its sessions).
+
+    Args:
+        frame: the log's part frame (every session).
+        estimators: the tokenizers whose counts are stored (`storable`).
+    """
+
+    def __init__(self, frame: pd.DataFrame, estimators: Sequence[Any]) -> None:
+        from ctxlab.artifacts import artifacts, extraction_fingerprint, instruction_rows
+        from ctxlab.tokens.base import text_series
+
+        self.texts = _texts(frame)
+        self.user = instruction_rows(frame).to_numpy(dtype=bool)
+        self.fingerprint = extraction_fingerprint()
+        keys = list(zip(self.texts, self.user.tolist()))
+        index: dict[tuple[str, bool], int] = {}
+        self.key_code = np.fromiter((index.setdefault(k, len(index)) for k in keys),
+                                    dtype=np.int64, count=len(keys))
+        distinct = list(index)
+        found = artifacts(pd.Series([k[0] for k in distinct], dtype=object),
+                          user=pd.Series([k[1] for k in distinct], dtype=bool))
+        rows = found["row"].to_numpy(dtype=np.int64)
+        self.cut = np.searchsorted(rows, np.arange(len(distinct) + 1))
+        self.kinds = found["kind"].to_numpy(dtype=object)
+        self.values = found["value"].to_numpy(dtype=object)
+        self.tokens: list[tuple[str, str, np.ndarray]] = []
+        codes, uniques = pd.factorize(pd.Series(self.texts, dtype=object),
+                                      use_na_sentinel=False)
+        plain = text_series(list(uniques)).tolist()
+        for est in estimators:
+            # counted afresh, not through the shared instance's cache (a corpus's texts
+            # would all stay in it)
+            counts = np.asarray(est._count(plain), dtype=np.int64)
+            self.tokens.append((est.facts_key, est.fingerprint(), counts[codes]))
+
+    def session(self, rows: np.ndarray) -> bytes:
+        """The facts of the parts at ``rows`` (positions in the log's frame, in the
+        session's order) as an Arrow IPC stream: per part its instruction flag
+        (``user``), its artifacts (``kind``, ``value``; null for a (text, flag) met
+        earlier in the session) and a count per tokenizer (``tokens_<i>``); the header
+        (`KEY`) holds the fingerprints and a digest of the texts."""
+        import pyarrow as pa
+
+        rows = np.asarray(rows, dtype=np.int64)
+        codes = self.key_code[rows]
+        _, first = np.unique(codes, return_index=True)
+        stored = np.zeros(len(rows), dtype=bool)
+        stored[first] = True             # a (text, flag) met before in the session: null
+        sizes = np.where(stored, self.cut[codes + 1] - self.cut[codes], 0)
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+        take = np.concatenate([np.arange(self.cut[c], self.cut[c + 1])
+                               for c in codes[stored]]) if stored.any() else \
+            np.zeros(0, dtype=np.int64)
+        flat = pa.StructArray.from_arrays(
+            [pa.array(self.kinds[take].tolist(), pa.string()).dictionary_encode(),
+             pa.array(self.values[take].tolist(), pa.string())], names=list(ARTIFACT_FIELDS))
+        arts = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), flat,
+                                        mask=pa.array(~stored))
+        texts = [self.texts[i] for i in rows.tolist()]
+        header = {"version": VERSION, "rows": len(rows), "texts": texts_digest(texts),
+                  "artifacts": self.fingerprint,
+                  "tokens": [{"key": k, "fingerprint": f, "column": f"tokens_{i}"}
+                             for i, (k, f, _) in enumerate(self.tokens)]}
+        columns = {"user": pa.array(self.user[rows]), "artifacts": arts}
+        for i, (_, _, counts) in enumerate(self.tokens):
+            columns[f"tokens_{i}"] = pa.array(counts[rows].astype(np.int32))
+        table = pa.table(columns).replace_schema_metadata(
+            {KEY: json.dumps(header).encode()})
+        sink = pa.BufferOutputStream()
+        options = pa.ipc.IpcWriteOptions(compression="zstd")
+        with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
+            writer.write_table(table)
+        return sink.getvalue().to_pybytes()
+
+
+
+def describe_facts(estimators: Sequence[Any]) -> dict[str, Any]:
+    """What facts are computed by here (for a dataset's manifest): the layout
+    (``version``), the artifact extraction's fingerprint, and each tokenizer's (by
+    `Estimator.facts_key`)."""
+    from ctxlab.artifacts import extraction_fingerprint
+
+    return {"version": VERSION, "artifacts": extraction_fingerprint(),
+            "tokens": {e.facts_key: e.fingerprint() for e in estimators}}
+
+
+def seed(frame: pd.DataFrame, blob: bytes | None) -> dict[str, Any]:
+    """Hand a session's stored facts to this process's caches, those that are valid:
+    artifacts into `ctxlab.artifacts`' cache now, token counts offered to the estimators
+    (`ctxlab.tokens.base.offer_counts`). Returns what was done (``artifacts``: texts
+    added, or the reason none were; ``tokens``: the keys offered); never raises.
+
+    Args:
+        frame: the session's part frame, as read back.
+        blob: its facts (`LogFacts.session`), None for a session stored without.
+    """
+    if blob is None:
+        return {"artifacts": "none stored", "tokens": []}
+    try:
+        return _seed(frame, blob)
+    except Exception as e:          # damaged facts: done again, not answered wrongly
+        return {"artifacts": f"unreadable facts ({type(e).__name__}: {e})", "tokens": []}
+
+
+def _seed(frame: pd.DataFrame, blob: bytes) -> dict[str, Any]:
+    import pyarrow as pa
+
+    from ctxlab.artifacts import extraction_fingerprint, seed_artifacts
+    from ctxlab.tokens.base import offer_counts
+
+    table = pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
+    header = json.loads((table.schema.metadata or {})[KEY])
+    texts = _texts(frame)
+    if header.get("version") != VERSION:
+        return {"artifacts": f"facts of version {header.get('version')!r}", "tokens": []}
+    if header.get("rows") != len(frame) or header.get("texts") != texts_digest(texts):
+        return {"artifacts": "facts of other texts", "tokens": []}
+    done: dict[str, Any] = {"artifacts": "stale (another extraction)", "tokens": []}
+    mine = extraction_fingerprint()
+    if mine is not None and header.get("artifacts") == mine:
+        arts = table.column("artifacts").combine_chunks()
+        user = table.column("user").to_numpy(zero_copy_only=False).tolist()
+        offsets = arts.offsets.to_numpy()
+        offsets = offsets - offsets[0]
+        valid = np.flatnonzero(~arts.is_null().to_numpy(zero_copy_only=False))
+        flat = arts.flatten()
+        sizes = offsets[valid + 1] - offsets[valid]
+        done["artifacts"] = seed_artifacts(
+            [(texts[i], user[i]) for i in valid.tolist()],
+            np.concatenate([[0], np.cumsum(sizes)]),
+            flat.field("kind").to_pylist(), flat.field("value").to_pylist())
+    for entry in header.get("tokens", []):
+        counts = table.column(entry["column"]).to_numpy().tolist()
+        offer_counts(entry["key"], entry["fingerprint"], texts, counts)
+        done["tokens"].append(entry["key"])
+    return done
+
+
+__all__ = ["KEY", "LogFacts", "VERSION", "describe_facts", "preset_tokenizers",
+           "seed", "storable", "texts_digest"]

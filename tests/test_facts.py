@@ -1,0 +1,285 @@
+"""Session facts of a corpus dataset (ctxlab.facts): stored at convert time, handed to the
+caches when a session is read back, used only while valid, never changing a result."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ctxlab
+from ctxlab import artifacts, datasets, facts
+from ctxlab.cli import main
+from ctxlab.errors import ConfigError
+from ctxlab.loaders.corpus_store import read_manifest, read_session, write_corpus
+from ctxlab.sweep import equal_results, sweep
+from ctxlab.tokens import base as tokens_base
+from ctxlab.tokens import estimator
+from ctxlab.tokens.exact import TiktokenEstimator
+
+from conftest import REALDATA
+
+GRID = {"preset": ["ai-agent", "probe", "observation-masking"], "threshold": [0.8, 1.0]}
+REAL = ["claude_code/vibecodingtracker/claude_code.jsonl",
+        "claude_code/claude-code-viewer/5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
+        "codex_cli/vibecodingtracker/codex.jsonl", "gemini_cli/vibecodingtracker/gemini.jsonl",
+        "copilot_cli/vibecodingtracker/copilot.jsonl",
+        "mini_swe_agent/astropy__astropy-12907.traj.json"]
+
+
+def cold() -> None:
+    """This process as a fresh sweep worker: no artifacts, counts or offers remembered."""
+    import importlib
+
+    from ctxlab import metrics
+    sweep_module = importlib.import_module("ctxlab.sweep")
+    from ctxlab.tokens import registry
+
+    artifacts.clear_artifact_cache()
+    metrics._LAST.clear()
+    sweep_module._FILES.clear()
+    tokens_base._OFFERS.clear()
+    for est in list(registry._INSTANCES.values()):
+        est.clear_cache()
+        for side in (getattr(est, "a", None), getattr(est, "b", None)):
+            if side is not None:
+                side.clear_cache()
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory) -> Path:
+    """A generated Claude Code session of 2,000 messages and real logs of five formats."""
+    d = tmp_path_factory.mktemp("facts") / "logs"
+    d.mkdir()
+    s = datasets.generate_session("coding", 11, calls=1000, compact_at=None)
+    datasets.write_claude_code(s, d / "generated.jsonl")
+    for rel in REAL:
+        if (REALDATA / rel).is_file():
+            shutil.copy(REALDATA / rel, d / rel.replace("/", "__"))
+    return d
+
+
+@pytest.fixture(scope="module")
+def dataset(logs) -> Path:
+    out = logs.parent / "corpus"
+    write_corpus(logs, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def from_logs(logs) -> ctxlab.Transcript:
+    cold()
+    return sweep(logs, GRID, workers=1)
+
+
+def _spy(monkeypatch) -> tuple[list, list]:
+    """Record every (text, flag) the artifact extractor and every text a tokenizer is
+    asked about."""
+    extracted: list = []
+    counted: list = []
+    extract, count = artifacts.artifacts, TiktokenEstimator._count
+
+    def spy_extract(texts, *, user=None):
+        flags = [True] * len(texts) if user is None else user.tolist()
+        extracted.extend(zip(texts.tolist(), flags))
+        return extract(texts, user=user)
+
+    def spy_count(self, texts):
+        counted.extend(texts)
+        return count(self, texts)
+
+    monkeypatch.setattr(artifacts, "artifacts", spy_extract)
+    monkeypatch.setattr(TiktokenEstimator, "_count", spy_count)
+    return extracted, counted
+
+
+def _stored_keys(dataset: Path) -> tuple[set, set]:
+    """Every (text, flag) whose artifacts the dataset stores, and every text it counted."""
+    keys, texts = set(), set()
+    for p in read_manifest(dataset)["partitions"]:
+        t = read_session(dataset / p["path"], facts=False)
+        import pyarrow as pa
+        table = pa.ipc.open_stream((dataset / p["facts"]).read_bytes()).read_all()
+        content = t.frame["content"].astype(object).where(t.frame["content"].notna(), "")
+        keys |= set(zip(content.tolist(), table.column("user").to_pylist()))
+        texts |= set(content.tolist())
+    return keys, texts
+
+
+def test_the_manifest_names_what_the_facts_were_computed_by(dataset):
+    m = read_manifest(dataset)
+    assert m["ctxlab_corpus"] == 1          # readers of version 1 read it, facts ignored
+    assert m["facts"]["version"] == facts.VERSION
+    assert m["facts"]["artifacts"] == artifacts.extraction_fingerprint()
+    assert sorted(m["facts"]["tokens"]) == ["tiktoken:cl100k_base", "tiktoken:o200k_base"]
+    assert m["facts"]["tokens"]["tiktoken:cl100k_base"] == \
+        estimator("tiktoken:cl100k_base").fingerprint()
+    assert all((dataset / p["facts"]).is_file() for p in m["partitions"])
+
+
+def test_a_sweep_over_the_dataset_with_facts_equals_one_over_the_logs(dataset, from_logs,
+                                                                      monkeypatch):
+    keys, texts = _stored_keys(dataset)
+    cold()
+    extracted, counted = _spy(monkeypatch)
+    got = sweep(dataset, GRID, workers=1)
+    assert len(got) == len(from_logs) > 6 * len(GRID["preset"])
+    assert equal_results(got, from_logs)
+    # the facts were used: no stored text extracted or counted again (only texts the
+    # replays made, such as a cut tool output, and a flag the replay gives otherwise)
+    assert extracted and not keys & set(extracted)
+    assert not texts & set(counted)
+    assert len(set(counted)) < len(texts) / 20
+
+
+def test_without_facts_the_same_work_is_done_and_the_same_results_come(logs, from_logs,
+                                                                       tmp_path, monkeypatch):
+    plain = write_corpus(logs, tmp_path / "plain", facts=False).dataset
+    m = read_manifest(plain)
+    assert m["facts"] is None and not any("facts" in p for p in m["partitions"])
+    assert not list(plain.rglob("facts-*"))
+    cold()
+    extracted, counted = _spy(monkeypatch)
+    got = sweep(plain, GRID, workers=1)
+    assert equal_results(got, from_logs)
+    assert len(extracted) > 1000 and len(counted) > 1000
+
+
+def _rewrite_facts(dataset: Path, header_change: dict, poison: bool) -> None:
+    """Every facts file of a dataset with its header changed and, with ``poison``, wrong
+    facts: no artifact anywhere and one token per text."""
+    import pyarrow as pa
+
+    for p in read_manifest(dataset)["partitions"]:
+        path = dataset / p["facts"]
+        table = pa.ipc.open_stream(path.read_bytes()).read_all()
+        header = json.loads(table.schema.metadata[facts.KEY])
+        for k, v in header_change.items():
+            if k == "tokens":
+                header["tokens"] = [dict(e, fingerprint=v) for e in header["tokens"]]
+            else:
+                header[k] = v
+        if poison:
+            n = len(table)
+            empty = pa.ListArray.from_arrays(
+                pa.array(np.zeros(n + 1, np.int32)),
+                pa.array([], table.column("artifacts").type.value_type))
+            table = table.set_column(table.schema.get_field_index("artifacts"), "artifacts",
+                                     empty)
+            for i, e in enumerate(header["tokens"]):
+                col = table.schema.get_field_index(e["column"])
+                table = table.set_column(col, e["column"], pa.array(np.ones(n, np.int32)))
+        table = table.replace_schema_metadata({facts.KEY: json.dumps(header).encode()})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as w:
+            w.write_table(table)
+        path.write_bytes(sink.getvalue().to_pybytes())
+
+
+def test_poisoned_facts_with_valid_fingerprints_change_the_results(dataset, from_logs,
+                                                                   tmp_path):
+    """The control of the next test: wrong facts that are trusted do show."""
+    copy = tmp_path / "corpus"
+    shutil.copytree(dataset, copy)
+    _rewrite_facts(copy, {}, poison=True)
+    cold()
+    got = sweep(copy, GRID, workers=1)
+    assert not equal_results(got, from_logs)
+    assert (got["needed"] == 0).all()
+
+
+@pytest.mark.parametrize("change", [
+    {"artifacts": "0" * 32 + "-py3.0", "tokens": "encode_ordinary-v0/cl100k_base/x"},
+    {"version": facts.VERSION + 1}, {"texts": "0" * 64}])
+def test_stale_or_foreign_facts_are_ignored(dataset, from_logs, tmp_path, change,
+                                            monkeypatch):
+    copy = tmp_path / "corpus"
+    shutil.copytree(dataset, copy)
+    _rewrite_facts(copy, change, poison=True)
+    cold()
+    extracted, counted = _spy(monkeypatch)
+    got = sweep(copy, GRID, workers=1)
+    assert equal_results(got, from_logs)
+    assert len(extracted) > 1000 and len(counted) > 1000
+
+
+def test_a_changed_extraction_or_tokenizer_makes_the_facts_stale(dataset, monkeypatch):
+    p = read_manifest(dataset)["partitions"][0]
+    cold()
+    t = read_session(dataset / p["path"], facts=False)
+    from ctxlab.loaders.corpus_store import seed_facts
+    monkeypatch.setattr(artifacts, "_FINGERPRINT", ["another extraction"])
+    done = seed_facts(t, dataset / p["path"])
+    assert done["artifacts"] == "stale (another extraction)"
+    # counts are offered, and an estimator of another fingerprint does not take them
+    monkeypatch.setattr(TiktokenEstimator, "fingerprint", lambda self: "another encoding")
+    est = TiktokenEstimator("cl100k_base")
+    assert est.facts_key == "tiktoken:cl100k_base" in done["tokens"]
+    assert not est._take_offers() and est.cache_size == 0
+
+
+def test_a_damaged_facts_file_is_ignored(dataset, tmp_path):
+    copy = tmp_path / "corpus"
+    shutil.copytree(dataset, copy)
+    p = read_manifest(copy)["partitions"][0]
+    (copy / p["facts"]).write_bytes(b"not arrow")
+    cold()
+    t = read_session(copy / p["path"])
+    assert len(t.frame) == p["parts"]
+    assert artifacts._CACHE == {}
+
+
+def test_a_dataset_of_an_earlier_ctxlab_without_facts_still_loads(dataset, tmp_path):
+    copy = tmp_path / "corpus"
+    shutil.copytree(dataset, copy)
+    m = read_manifest(copy)
+    del m["facts"]
+    for p in m["partitions"]:
+        (copy / p.pop("facts")).unlink()
+    (copy / "_ctxlab_corpus.json").write_text(json.dumps(m), encoding="utf-8")
+    c = ctxlab.load_dir(copy)
+    assert len(c.transcript(c.paths[0]).frame) == m["partitions"][0]["parts"]
+    write_corpus(c.files["source"].iloc[0], copy)      # and is replaced like any dataset
+
+
+def test_facts_take_a_list_of_tokenizers_and_refuse_cheap_estimators(logs, tmp_path):
+    one = sorted(logs.glob("generated*"))[0]
+    c = write_corpus(one, tmp_path / "a", facts=["tiktoken:gpt-4"])
+    assert list(read_manifest(c.dataset)["facts"]["tokens"]) == ["tiktoken:cl100k_base"]
+    c = write_corpus(one, tmp_path / "b", facts=[])
+    assert read_manifest(c.dataset)["facts"]["tokens"] == {}
+    with pytest.raises(ConfigError, match="not stored"):
+        write_corpus(one, tmp_path / "c", facts=["chars:4"])
+
+
+def test_cli_convert_no_facts(logs, tmp_path, capsys):
+    out = tmp_path / "corpus"
+    assert main(["convert", str(logs), "-o", str(out), "--no-facts"]) == 0
+    assert read_manifest(out)["facts"] is None and not list(out.rglob("facts-*"))
+
+
+def test_offered_counts_wait_until_an_estimator_misses_a_text(monkeypatch):
+    monkeypatch.setattr(tokens_base, "_OFFERS", {})
+    loaded = []
+
+    class Words(tokens_base.Estimator):
+        facts_key = "words"
+
+        def fingerprint(self):
+            loaded.append(1)
+            return "v1"
+
+        def _count(self, texts):
+            return np.array([len(t.split()) for t in texts])
+
+    tokens_base.offer_counts("words", "v1", ["a b"], [7])
+    e = Words()
+    assert e.count([]).tolist() == [] and not loaded      # nothing missed: nothing checked
+    assert e.count(["a b", "c"]).tolist() == [7, 1] and loaded == [1]
+    for i in range(tokens_base.OFFERS_KEPT + 1):
+        tokens_base.offer_counts("words", "v1", [f"x{i}"], [i + 100])
+    # the oldest offer went: only the last OFFERS_KEPT wait
+    assert e.count(["x0", "x1", f"x{tokens_base.OFFERS_KEPT}"]).tolist() == [1, 101, 104]
