@@ -64,7 +64,8 @@ def fixed_costs(messages: int, folder: Path) -> None:
     from ctxlab.presets import preset
 
     s = datasets.generate_session("coding", 7, calls=messages // 2, compact_at=None)
-    path = datasets.write_claude_code(s, folder / "fixed.jsonl")
+    (folder / "fixed").mkdir()
+    path = datasets.write_claude_code(s, folder / "fixed" / "fixed.jsonl")
     t0 = time.process_time()
     t = ctxlab.load(path)
     t1 = time.process_time()
@@ -81,6 +82,38 @@ def fixed_costs(messages: int, folder: Path) -> None:
     print(f"once per session (CPU, a session of {messages:,} messages): load "
           f"{t1 - t0:.2f} s, artifacts {t2 - t1:.2f} s" + "".join(
               f", {k}'s exact counts {v:.2f} s" for k, v in exact.items()))
+    # the same session read from a dataset, with its stored facts and without: the caches
+    # emptied first, as in a worker meeting the session (the tokenizer's fingerprint, once
+    # per process, is already known here)
+    from ctxlab.artifacts import clear_artifact_cache
+    from ctxlab.loaders.corpus_store import read_manifest, read_session
+    from ctxlab.tokens import registry
+
+    for facts in (False, True):
+        out = folder / f"fixed-{facts}"
+        write_corpus(folder / "fixed", out, facts=facts)
+        part = out / read_manifest(out)["partitions"][0]["path"]
+        clear_artifact_cache()
+        for e in list(registry._INSTANCES.values()):
+            for one in (e, getattr(e, "a", None), getattr(e, "b", None)):
+                if one is not None:
+                    one.clear_cache()
+        t0 = time.process_time()
+        t = read_session(part)
+        t1 = time.process_time()
+        artifact_ids(t.frame["content"].reset_index(drop=True),
+                     user=instruction_rows(t.frame).reset_index(drop=True))
+        t2 = time.process_time()
+        exact = {}
+        for name in NON_LLM:
+            if "tiktoken" in preset(name).estimator:
+                est = pipeline_estimator(preset(name), "anthropic")
+                c0 = time.process_time()
+                est.count_parts(t.frame)
+                exact[name] = time.process_time() - c0
+        print(f"  read from a dataset {'with' if facts else 'without'} facts: read "
+              f"{t1 - t0:.2f} s, artifacts {t2 - t1:.2f} s" + "".join(
+                  f", {k}'s exact counts {v:.2f} s" for k, v in exact.items()))
 
 
 def timed(corpus: Any, grid: dict, **kw: Any) -> tuple[pd.DataFrame, float]:
@@ -103,10 +136,17 @@ def main() -> int:
         folder = Path(tmp) / "logs"
         folder.mkdir()
         write_sessions(args.sessions, args.messages, folder)
-        t0 = time.perf_counter()
-        write_corpus(folder, Path(tmp) / "corpus")
-        print(f"{args.sessions} sessions of {args.messages:,} messages; converted to a corpus "
-              f"dataset in {time.perf_counter() - t0:.1f} s")
+        sizes = {}
+        for facts in (False, True):
+            t0 = time.perf_counter()
+            out = Path(tmp) / ("corpus" if facts else "corpus-no-facts")
+            write_corpus(folder, out, facts=facts)
+            dt = time.perf_counter() - t0
+            sizes[facts] = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+            print(f"{args.sessions} sessions of {args.messages:,} messages; converted to a "
+                  f"corpus dataset {'with' if facts else 'without'} facts in {dt:.1f} s "
+                  f"({sizes[facts] / 1e6:.2f} MB)")
+        print(f"    facts add {sizes[True] / sizes[False] - 1:.1%} to the dataset")
         fixed_costs(args.messages, Path(tmp))
         runs: list[tuple[str, pd.DataFrame, float]] = []
         for w in args.workers:
@@ -118,7 +158,9 @@ def main() -> int:
             from ctxlab.sweep_dask import local_cluster
 
             # a fresh cluster per run: workers keep their module caches between sweeps
-            for what, corpus in (("log files", folder), ("corpus dataset", Path(tmp) / "corpus")):
+            for what, corpus in (("log files", folder),
+                                 ("corpus dataset without facts", Path(tmp) / "corpus-no-facts"),
+                                 ("corpus dataset", Path(tmp) / "corpus")):
                 t0 = time.perf_counter()
                 with local_cluster(args.dask_workers) as cluster, \
                         Client(cluster, set_as_default=False) as client:

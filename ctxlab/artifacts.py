@@ -57,6 +57,8 @@ import json
 import re
 import sys
 import threading
+from collections import deque
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -359,6 +361,12 @@ def artifact_ids(texts: pd.Series, *, user: pd.Series | None = None
             _VALUE_OF.clear()
             _ARRAYS.clear()
         new = list(dict.fromkeys(k for k in keys if k not in _CACHE))
+        if new and _OFFERS:     # stored artifacts (a corpus dataset's facts): taken first
+            while _OFFERS:
+                got = _OFFERS.popleft()()
+                if got is not None:
+                    _seed(*got)
+            new = [k for k in new if k not in _CACHE]
         if new:
             found = artifacts(pd.Series([k[0] for k in new], dtype=object),
                               user=pd.Series([k[1] for k in new], dtype=bool))
@@ -395,6 +403,19 @@ def extraction_fingerprint() -> str | None:
 _FINGERPRINT: list[str | None] = []
 
 
+def offer_artifacts(source: Callable[[], tuple[Any, ...] | None]) -> None:
+    """Offer artifacts extracted elsewhere (a corpus dataset's stored facts,
+    `ctxlab.facts.SessionFacts.artifacts`): the next time `artifact_ids` meets a text it
+    does not know, it calls ``source`` and, unless it gives None (stale facts), takes what
+    it gives as `seed_artifacts` does, before extracting what is still unknown. Only the
+    last `OFFERS_KEPT` offers wait."""
+    _OFFERS.append(source)
+
+
+OFFERS_KEPT = 4
+_OFFERS: deque[Callable[[], tuple[Any, ...] | None]] = deque(maxlen=OFFERS_KEPT)
+
+
 def seed_artifacts(keys: list[tuple[str, bool]], offsets: np.ndarray, kinds: list[str],
                    values: list[str]) -> int:
     """Remember the artifacts of texts extracted elsewhere (a corpus dataset's stored
@@ -402,30 +423,46 @@ def seed_artifacts(keys: list[tuple[str, bool]], offsets: np.ndarray, kinds: lis
     flag) pairs; the artifacts of ``keys[i]`` are ``kinds[offsets[i]:offsets[i + 1]]`` and
     the same ``values``, in the order `artifacts` gives them. The caller vouches that they
     are what `artifacts` gives (`extraction_fingerprint`). Texts already known are left as
-    they are. Returns how many texts were added."""
+    they are. Returns how many texts were added.
+
+    Example:
+        >>> seed_artifacts([("see it", True)], np.array([0, 1]), ["path"], ["src/x.py"])
+        1
+        >>> artifact_values(artifact_ids(pd.Series(["see it"]))[1]).tolist()
+        ['src/x.py']
+        >>> clear_artifact_cache()
+    """
     with _LOCK:
-        new = [i for i, k in enumerate(keys) if k not in _CACHE]
-        if not new:
-            return 0
-        if len(new) < len(keys):
-            take = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in new])
-            sizes = np.array([offsets[i + 1] - offsets[i] for i in new], dtype=np.int64)
-            kinds = [kinds[j] for j in take.tolist()]
-            values = [values[j] for j in take.tolist()]
-            offsets = np.concatenate([[0], np.cumsum(sizes)])
-            keys = [keys[i] for i in new]
-        ids = _ids(kinds, values)
-        for i, key in enumerate(keys):
-            _CACHE[key] = ids[offsets[i]:offsets[i + 1]]
-        while len(_CACHE) > ARTIFACT_CACHE_TEXTS:
-            del _CACHE[next(iter(_CACHE))]
-        return len(keys)
+        return _seed(keys, offsets, kinds, values)
+
+
+def _seed(keys: list[tuple[str, bool]], offsets: np.ndarray, kinds: list[str],
+          values: list[str]) -> int:
+    """`seed_artifacts`, with `_LOCK` held."""
+    new = [i for i, k in enumerate(keys) if k not in _CACHE]
+    if not new:
+        return 0
+    if len(new) < len(keys):
+        take = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in new])
+        sizes = np.array([offsets[i + 1] - offsets[i] for i in new], dtype=np.int64)
+        kinds = [kinds[j] for j in take.tolist()]
+        values = [values[j] for j in take.tolist()]
+        offsets = np.concatenate([[0], np.cumsum(sizes)])
+        keys = [keys[i] for i in new]
+    ids = _ids(kinds, values)
+    for i, key in enumerate(keys):
+        _CACHE[key] = ids[offsets[i]:offsets[i + 1]]
+    while len(_CACHE) > ARTIFACT_CACHE_TEXTS:
+        del _CACHE[next(iter(_CACHE))]
+    return len(keys)
 
 
 def clear_artifact_cache() -> None:
-    """Forget every text's artifacts (`artifact_ids` extracts them again; ids stay)."""
+    """Forget every text's artifacts and the offers not taken yet (`artifact_ids`
+    extracts them again; ids stay)."""
     with _LOCK:
         _CACHE.clear()
+        _OFFERS.clear()
 
 
 def artifact_kinds(ids: np.ndarray) -> np.ndarray:

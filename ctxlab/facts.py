@@ -18,19 +18,22 @@ they were computed by:
 `ctxlab.artifacts.extraction_fingerprint` (a hash of the extraction's source and the
 Python version) and each tokenizer's `Estimator.fingerprint` (its encoding's name, a
 hash of its pattern and ranks, tiktoken's version, the counting rule), and a hash of the
-session's texts. `seed` checks them when the session is read: artifacts go straight into
-the artifact cache when their fingerprint is this process's; token counts are offered
-(`ctxlab.tokens.base.offer_counts`) and taken by an estimator only if its own fingerprint
-matches, the first time it misses a text (so a sweep that never counts with a tokenizer
-never loads it). Stale, foreign or damaged facts are ignored: the work is done again,
-never answered wrongly. Nothing here imports a tokenizer at import time.
+session's texts. A session read back (`ctxlab.loaders.corpus_store.read_session`) offers
+them (`SessionFacts.offer`) without reading them: the artifact cache reads and checks them
+the first time it misses a text (`ctxlab.artifacts.offer_artifacts`), and takes them if
+their extraction fingerprint is this process's; an estimator, the first time it misses a
+text, takes the counts filed under its `Estimator.facts_key` if their fingerprint is its
+own (`ctxlab.tokens.base.offer_counts`; a sweep that never counts with a tokenizer never
+loads it). Stale, foreign or damaged facts are ignored: the work is done again, never
+answered wrongly. Nothing here imports a tokenizer at import time.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -204,57 +207,102 @@ def describe_facts(estimators: Sequence[Any]) -> dict[str, Any]:
             "tokens": {e.facts_key: e.fingerprint() for e in estimators}}
 
 
-def seed(frame: pd.DataFrame, blob: bytes | None) -> dict[str, Any]:
-    """Hand a session's stored facts to this process's caches, those that are valid:
-    artifacts into `ctxlab.artifacts`' cache now, token counts offered to the estimators
-    (`ctxlab.tokens.base.offer_counts`). Returns what was done (``artifacts``: texts
-    added, or the reason none were; ``tokens``: the keys offered); never raises.
+class SessionFacts:
+    """The stored facts of one session read back, read and checked on first use (once,
+    whichever cache asks first): `offer` hands them to the caches as a promise.
 
     Args:
-        frame: the session's part frame, as read back.
-        blob: its facts (`LogFacts.session`), None for a session stored without.
+        frame: the session's part frame, as read back (its texts are the keys).
+        load: gives the facts (`LogFacts.session`); raising OSError: none stored.
+
+    Attributes:
+        status: ``"not read"``, ``"valid"``, or why they are not used (``"none stored"``,
+            ``"facts of version 2"``, ``"facts of other texts"``, ``"unreadable facts
+            (...)"``); `artifacts` may still find the extraction changed.
     """
-    if blob is None:
-        return {"artifacts": "none stored", "tokens": []}
-    try:
-        return _seed(frame, blob)
-    except Exception as e:          # damaged facts: done again, not answered wrongly
-        return {"artifacts": f"unreadable facts ({type(e).__name__}: {e})", "tokens": []}
 
+    def __init__(self, frame: pd.DataFrame, load: Callable[[], bytes]) -> None:
+        self._content = frame["content"]
+        self._load = load
+        self._lock = threading.Lock()
+        self._table: Any = None
+        self._header: dict[str, Any] = {}
+        self._texts: list[str] = []
+        self.status = "not read"
 
-def _seed(frame: pd.DataFrame, blob: bytes) -> dict[str, Any]:
-    import pyarrow as pa
+    def _read(self) -> bool:
+        """Read and check the facts (once): whether they are those of these texts."""
+        with self._lock:
+            if self.status == "not read":
+                try:
+                    self.status = self._check()
+                except OSError:
+                    self.status = "none stored"
+                except Exception as e:      # damaged: done again, never answered wrongly
+                    self.status = f"unreadable facts ({type(e).__name__}: {e})"
+                if self.status != "valid":
+                    self._table = None
+        return self.status == "valid"
 
-    from ctxlab.artifacts import extraction_fingerprint, seed_artifacts
-    from ctxlab.tokens.base import offer_counts
+    def _check(self) -> str:
+        import pyarrow as pa
 
-    table = pa.ipc.open_stream(pa.py_buffer(blob)).read_all()
-    header = json.loads((table.schema.metadata or {})[KEY])
-    texts = _texts(frame)
-    if header.get("version") != VERSION:
-        return {"artifacts": f"facts of version {header.get('version')!r}", "tokens": []}
-    if header.get("rows") != len(frame) or header.get("texts") != texts_digest(texts):
-        return {"artifacts": "facts of other texts", "tokens": []}
-    done: dict[str, Any] = {"artifacts": "stale (another extraction)", "tokens": []}
-    mine = extraction_fingerprint()
-    if mine is not None and header.get("artifacts") == mine:
-        arts = table.column("artifacts").combine_chunks()
-        user = table.column("user").to_numpy(zero_copy_only=False).tolist()
+        table = pa.ipc.open_stream(pa.py_buffer(self._load())).read_all()
+        header = json.loads((table.schema.metadata or {})[KEY])
+        if header.get("version") != VERSION:
+            return f"facts of version {header.get('version')!r}"
+        content = self._content
+        texts = content.astype(object).where(content.notna(), "").tolist()
+        if header.get("rows") != len(texts) or len(table) != len(texts) or \
+                header.get("texts") != texts_digest(texts):
+            return "facts of other texts"
+        self._table, self._header, self._texts = table, header, texts
+        return "valid"
+
+    def artifacts(self) -> tuple[list[tuple[str, bool]], np.ndarray, list[str], list[str]
+                                 ] | None:
+        """The stored artifacts as `ctxlab.artifacts.seed_artifacts` takes them; None
+        when not valid, or extracted by another extraction
+        (`ctxlab.artifacts.extraction_fingerprint`)."""
+        from ctxlab.artifacts import extraction_fingerprint
+
+        if not self._read():
+            return None
+        mine = extraction_fingerprint()
+        if mine is None or self._header.get("artifacts") != mine:
+            return None
+        arts = self._table.column("artifacts").combine_chunks()
+        user = self._table.column("user").to_numpy(zero_copy_only=False).tolist()
         offsets = arts.offsets.to_numpy()
         offsets = offsets - offsets[0]
         valid = np.flatnonzero(~arts.is_null().to_numpy(zero_copy_only=False))
         flat = arts.flatten()
         sizes = offsets[valid + 1] - offsets[valid]
-        done["artifacts"] = seed_artifacts(
-            [(texts[i], user[i]) for i in valid.tolist()],
-            np.concatenate([[0], np.cumsum(sizes)]),
-            flat.field("kind").to_pylist(), flat.field("value").to_pylist())
-    for entry in header.get("tokens", []):
-        counts = table.column(entry["column"]).to_numpy().tolist()
-        offer_counts(entry["key"], entry["fingerprint"], texts, counts)
-        done["tokens"].append(entry["key"])
-    return done
+        texts = self._texts
+        return ([(texts[i], user[i]) for i in valid.tolist()],
+                np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+                flat.field("kind").to_pylist(), flat.field("value").to_pylist())
+
+    def counts(self, key: str, fingerprint: str | None) -> tuple[list[str], list[int]] | None:
+        """(texts, counts) stored for the tokenizer ``key`` with this ``fingerprint``
+        (`Estimator.fingerprint`); None when none are (or not valid)."""
+        if fingerprint is None or not self._read():
+            return None
+        for entry in self._header.get("tokens", []):
+            if entry.get("key") == key and entry.get("fingerprint") == fingerprint:
+                return self._texts, self._table.column(entry["column"]).to_numpy().tolist()
+        return None
+
+    def offer(self) -> SessionFacts:
+        """Offer the facts to the artifact cache and the estimators (each reads them only
+        when it meets a text it does not know): nothing is read now."""
+        from ctxlab.artifacts import offer_artifacts
+        from ctxlab.tokens.base import offer_counts
+
+        offer_artifacts(self.artifacts)
+        offer_counts(self.counts)
+        return self
 
 
-__all__ = ["KEY", "LogFacts", "VERSION", "describe_facts", "preset_tokenizers",
-           "seed", "storable", "texts_digest"]
+__all__ = ["KEY", "LogFacts", "SessionFacts", "VERSION", "describe_facts",
+           "preset_tokenizers", "storable", "texts_digest"]

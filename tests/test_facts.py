@@ -207,29 +207,42 @@ def test_stale_or_foreign_facts_are_ignored(dataset, from_logs, tmp_path, change
 
 
 def test_a_changed_extraction_or_tokenizer_makes_the_facts_stale(dataset, monkeypatch):
+    from ctxlab.loaders.corpus_store import seed_facts
+
     p = read_manifest(dataset)["partitions"][0]
     cold()
     t = read_session(dataset / p["path"], facts=False)
-    from ctxlab.loaders.corpus_store import seed_facts
+    sf = seed_facts(t, dataset / p["path"])
+    assert sf.status == "not read"          # offered, read only when a cache misses a text
+    fp = estimator("tiktoken:cl100k_base").fingerprint()
+    assert sf.artifacts() is not None and sf.counts("tiktoken:cl100k_base", fp) is not None
+    assert sf.status == "valid"
+    assert sf.counts("tiktoken:cl100k_base", fp + "x") is None
     monkeypatch.setattr(artifacts, "_FINGERPRINT", ["another extraction"])
-    done = seed_facts(t, dataset / p["path"])
-    assert done["artifacts"] == "stale (another extraction)"
-    # counts are offered, and an estimator of another fingerprint does not take them
+    assert sf.artifacts() is None
+    # an estimator of another fingerprint does not take the counts
     monkeypatch.setattr(TiktokenEstimator, "fingerprint", lambda self: "another encoding")
     est = TiktokenEstimator("cl100k_base")
-    assert est.facts_key == "tiktoken:cl100k_base" in done["tokens"]
+    assert est.facts_key == "tiktoken:cl100k_base"
     assert not est._take_offers() and est.cache_size == 0
 
 
 def test_a_damaged_facts_file_is_ignored(dataset, tmp_path):
+    from ctxlab.loaders.corpus_store import seed_facts
+
     copy = tmp_path / "corpus"
     shutil.copytree(dataset, copy)
     p = read_manifest(copy)["partitions"][0]
     (copy / p["facts"]).write_bytes(b"not arrow")
     cold()
-    t = read_session(copy / p["path"])
-    assert len(t.frame) == p["parts"]
-    assert artifacts._CACHE == {}
+    t = read_session(copy / p["path"], facts=False)
+    sf = seed_facts(t, copy / p["path"])
+    texts = t.frame["content"].reset_index(drop=True)
+    rows, ids = artifacts.artifact_ids(texts)
+    assert sf.status.startswith("unreadable facts")
+    want = artifacts.artifacts(texts)
+    assert rows.tolist() == want["row"].tolist()
+    assert artifacts.artifact_values(ids).tolist() == want["value"].tolist()
 
 
 def test_a_dataset_of_an_earlier_ctxlab_without_facts_still_loads(dataset, tmp_path):
@@ -262,8 +275,10 @@ def test_cli_convert_no_facts(logs, tmp_path, capsys):
 
 
 def test_offered_counts_wait_until_an_estimator_misses_a_text(monkeypatch):
-    monkeypatch.setattr(tokens_base, "_OFFERS", {})
-    loaded = []
+    from collections import deque
+
+    monkeypatch.setattr(tokens_base, "_OFFERS", deque(maxlen=tokens_base.OFFERS_KEPT))
+    loaded, asked = [], []
 
     class Words(tokens_base.Estimator):
         facts_key = "words"
@@ -275,11 +290,19 @@ def test_offered_counts_wait_until_an_estimator_misses_a_text(monkeypatch):
         def _count(self, texts):
             return np.array([len(t.split()) for t in texts])
 
-    tokens_base.offer_counts("words", "v1", ["a b"], [7])
+    def offer(texts, counts):
+        def source(key, fingerprint):
+            asked.append((key, fingerprint))
+            return (texts, counts) if (key, fingerprint) == ("words", "v1") else None
+        tokens_base.offer_counts(source)
+
+    offer(["a b"], [7])
     e = Words()
-    assert e.count([]).tolist() == [] and not loaded      # nothing missed: nothing checked
+    assert e.count([]).tolist() == [] and not loaded and not asked   # nothing missed
     assert e.count(["a b", "c"]).tolist() == [7, 1] and loaded == [1]
+    assert asked == [("words", "v1")]
     for i in range(tokens_base.OFFERS_KEPT + 1):
-        tokens_base.offer_counts("words", "v1", [f"x{i}"], [i + 100])
+        offer([f"x{i}"], [i + 100])
     # the oldest offer went: only the last OFFERS_KEPT wait
     assert e.count(["x0", "x1", f"x{tokens_base.OFFERS_KEPT}"]).tolist() == [1, 101, 104]
+    assert len(asked) == 1 + tokens_base.OFFERS_KEPT        # each offer asked once

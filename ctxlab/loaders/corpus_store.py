@@ -6,9 +6,10 @@ lazy `Corpus`, whose sessions are read one partition at a time: a sweep's worker
 read only the sessions they replay. Layout::
 
     corpus/
-      _ctxlab_corpus.json                  the manifest: sources, partitions, options
+      _ctxlab_corpus.json                  the manifest: sources, partitions, options, facts
       _reports/source-00000.parquet        the load report of each source log, once
       session=<id>/part-00000.parquet      one session of source 0 (`parquet.save_parquet`)
+      session=<id>/facts-00000.arrow       its facts (`ctxlab.facts`), unless --no-facts
 
 Partition folders are hive-style, ``session=`` and the id percent-encoded (``.`` and
 ``~`` too); an id too long for a file name, or differing from another only in case,
@@ -17,6 +18,15 @@ partition to its session id and source file, so names are never parsed back. A s
 read from the dataset equals ``transcript.session(id)`` of its source log: the same
 frame, calls and events with their dtypes, the source's ``meta`` and its whole load
 report.
+
+A session's facts are what every replay of it would compute again from its texts alone:
+its parts' artifacts and their counts under the presets' tokenizers (`ctxlab.facts`).
+`read_session` hands them to the process's caches, so a sweep extracts and counts only
+the texts its replays make; facts computed by another extraction or tokenizer (their
+fingerprints, in the facts file and the manifest's ``facts``) are ignored. They change no
+result, only the time (`write_corpus`'s ``facts``). The manifest's version (`VERSION`)
+stays 1: a reader that knows nothing of facts reads such a dataset correctly, and one
+written before facts existed is read as one stored without them.
 """
 
 from __future__ import annotations
@@ -366,8 +376,8 @@ def read_session(path: str | Path, report: LoadReport | None = None, *,
     read from the dataset when None). Not validated again: `write_corpus` wrote it from a
     loaded transcript, and the Parquet file checks its own data.
 
-    With ``facts``, the session's stored facts (`facts_path`), if any, go to this
-    process's caches, those still valid only (`ctxlab.facts.seed`): replays of the
+    With ``facts``, the session's stored facts (`facts_path`), if any, are offered to this
+    process's caches (`seed_facts`), which take them if still valid: replays of the
     session then neither extract its artifacts nor count its texts again."""
     from ctxlab.loaders.parquet import read_transcript
 
@@ -390,21 +400,21 @@ def facts_path(partition: str) -> str:
     return f"{folder}/{name}" if folder else name
 
 
-def seed_facts(t: Transcript, path: str | Path) -> dict[str, Any]:
-    """Hand the facts stored beside the partition file ``path`` (`facts_path`) to this
-    process's caches (`ctxlab.facts.seed`), for ``t`` read from it; what was done."""
-    from ctxlab.facts import seed
+def seed_facts(t: Transcript, path: str | Path) -> Any:
+    """Offer the facts stored beside the partition file ``path`` (`facts_path`), if any,
+    to this process's caches, for ``t`` read from it (`ctxlab.facts.SessionFacts.offer`:
+    read and checked only when a cache misses a text); the `SessionFacts`."""
+    from ctxlab.facts import SessionFacts
 
     p = Path(path)
-    try:
-        blob = (p.parent / facts_path(p.name)).read_bytes()
-    except OSError:
-        blob = None
-    return seed(t.frame, blob)
+    f = p.parent / facts_path(p.name)
+    facts = SessionFacts(t.frame, f.read_bytes)
+    return facts.offer() if f.is_file() else facts
 
 
 def describe(root: str | Path) -> str:
-    """One line on a dataset: sessions, source logs, rows, the input's other files."""
+    """One line on a dataset: sessions, source logs, rows, the input's other files, its
+    sessions' facts."""
     m = read_manifest(root)
 
     def n(k: int, word: str) -> str:
@@ -415,7 +425,16 @@ def describe(root: str | Path) -> str:
     return (f"{n(len(m['partitions']), 'session')} from {n(len(m['sources']), 'log')} "
             f"({', '.join(rows)}); {n(len(m['other_files']) - len(bad), 'other file')} (not "
             f"logs){'' if not bad else ', ' + n(len(bad), 'log') + ' that could not be read'} "
-            f"listed in its {MANIFEST}")
+            f"listed in its {MANIFEST}; {_facts_words(m)}")
+
+
+def _facts_words(m: dict[str, Any]) -> str:
+    f = m.get("facts")
+    if not isinstance(f, dict):
+        return "no session facts (every sweep extracts artifacts and counts tokens itself)"
+    tokens = list(f.get("tokens") or {})
+    return ("session facts stored (artifacts" + (f"; counts of {', '.join(tokens)}"
+                                                 if tokens else "") + ")")
 
 
 def load_reports(root: str | Path) -> list[LoadReport]:

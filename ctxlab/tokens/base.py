@@ -17,7 +17,7 @@ import itertools
 import re
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -249,29 +249,30 @@ class Estimator(ABC):
         return int(self.count_parts(parts).sum()) + self.framing(parts["msg"].nunique())
 
     def _take_offers(self) -> bool:
-        """Put in the cache the counts offered for `facts_key` since this instance last
-        looked (`offer_counts`) whose fingerprint is this estimator's; whether any was
-        new. Asked only when a text is not cached, so a tokenizer nobody counts with is
-        never loaded to check a fingerprint."""
+        """Put in the cache the counts offered since this instance last looked
+        (`offer_counts`) for its `facts_key` and `fingerprint`; whether any were. Asked
+        only when a text is not cached, so a tokenizer nobody counts with is never loaded
+        to check a fingerprint."""
         key = self.facts_key
-        queue = _OFFERS.get(key) if key is not None and self.cached else None
-        if not queue:
+        if key is None or not self.cached or not _OFFERS:
             return False
-        new = [o for o in list(queue) if o[0] > self._offers_taken]
+        new = [o for o in list(_OFFERS) if o[0] > self._offers_taken]
         if not new:
             return False
         self._offers_taken = max(o[0] for o in new)
         mine = self.fingerprint()
         took = False
-        for _, fingerprint, texts, counts in new:
-            if mine is not None and fingerprint == mine:
-                self._cache.update(zip(texts, counts))
+        for _, source in new:
+            got = source(key, mine) if mine is not None else None
+            if got is not None:
+                self._cache.update(zip(*got))
                 took = True
         return took
 
     def clear_cache(self) -> None:
-        """Forget every cached count."""
+        """Forget every cached count (offered counts still waiting are taken again)."""
         self._cache.clear()
+        self._offers_taken = 0
 
     @property
     def cache_size(self) -> int:
@@ -283,31 +284,31 @@ class Estimator(ABC):
 
 
 OFFERS_KEPT = 4
-"""The last offers kept per `Estimator.facts_key` (`offer_counts`): those of the sessions a
-sweep worker has loaded lately."""
-_OFFERS: dict[str, deque[tuple[int, str, list[str], list[int]]]] = {}
+"""The last offers kept (`offer_counts`): those of the sessions a sweep worker has loaded
+lately."""
+_OFFERS: deque[tuple[int, Callable[[str, str | None], tuple[Sequence[str], Sequence[int]]
+                                   | None]]] = deque(maxlen=OFFERS_KEPT)
 _OFFER_SEQ = itertools.count(1)
 
 
-def offer_counts(key: str, fingerprint: str, texts: Sequence[str], counts: Sequence[int]
-                 ) -> None:
+def offer_counts(source: Callable[[str, str | None],
+                                  tuple[Sequence[str], Sequence[int]] | None]) -> None:
     """Offer token counts computed elsewhere (a corpus dataset's stored facts,
-    `ctxlab.facts`) to every estimator whose `Estimator.facts_key` is ``key``: each takes
-    them into its cache the next time it meets a text it has not counted, if
-    ``fingerprint`` is its `Estimator.fingerprint` (else they are stale and ignored). Only
-    the last `OFFERS_KEPT` offers of a key wait; nothing is loaded or counted now.
+    `ctxlab.facts.SessionFacts.counts`) to every estimator with a `Estimator.facts_key`:
+    the next time one meets a text it has not counted, it calls ``source(facts_key,
+    fingerprint)`` with its own key and `Estimator.fingerprint`, and takes the (texts,
+    counts) it gives into its cache (None: no counts of that tokenizer, or stale ones).
+    Only the last `OFFERS_KEPT` offers wait; nothing is loaded or counted now.
 
     Example:
         >>> class Words(Estimator):
         ...     facts_key = "words"
         ...     def fingerprint(self): return "split-v1"
         ...     def _count(self, texts): return np.array([len(t.split()) for t in texts])
-        >>> offer_counts("words", "split-v1", ["a b c"], [99])   # stored, and trusted
-        >>> offer_counts("words", "split-v0", ["d e"], [99])     # stale: ignored
+        >>> stored = {("words", "split-v1"): (["a b c"], [99]),    # trusted
+        ...           ("words", "split-v0"): (["d e"], [99])}      # stale: never asked for
+        >>> offer_counts(lambda key, fingerprint: stored.get((key, fingerprint)))
         >>> Words().count(["a b c", "d e"]).tolist()
         [99, 2]
     """
-    queue = _OFFERS.get(key)
-    if queue is None:
-        queue = _OFFERS.setdefault(key, deque(maxlen=OFFERS_KEPT))
-    queue.append((next(_OFFER_SEQ), fingerprint, list(texts), list(counts)))
+    _OFFERS.append((next(_OFFER_SEQ), source))
