@@ -417,13 +417,15 @@ _OFFERS: deque[Callable[[], tuple[Any, ...] | None]] = deque(maxlen=OFFERS_KEPT)
 
 
 def seed_artifacts(keys: list[tuple[str, bool]], offsets: np.ndarray, kinds: list[str],
-                   values: list[str]) -> int:
+                   values: list[str], codes: np.ndarray | None = None) -> int:
     """Remember the artifacts of texts extracted elsewhere (a corpus dataset's stored
     facts, `ctxlab.facts`), as `artifact_ids` would have: ``keys`` are (text, instruction
     flag) pairs; the artifacts of ``keys[i]`` are ``kinds[offsets[i]:offsets[i + 1]]`` and
-    the same ``values``, in the order `artifacts` gives them. The caller vouches that they
-    are what `artifacts` gives (`extraction_fingerprint`). Texts already known are left as
-    they are. Returns how many texts were added.
+    the same ``values``, in the order `artifacts` gives them (with ``codes``: those at
+    ``codes[offsets[i]:offsets[i + 1]]`` in ``kinds`` and ``values``, which then list
+    each artifact once). The caller vouches that they are what `artifacts` gives
+    (`extraction_fingerprint`). Texts already known are left as they are. Returns how
+    many texts were added.
 
     Example:
         >>> seed_artifacts([("see it", True)], np.array([0, 1]), ["path"], ["src/x.py"])
@@ -433,28 +435,25 @@ def seed_artifacts(keys: list[tuple[str, bool]], offsets: np.ndarray, kinds: lis
         >>> clear_artifact_cache()
     """
     with _LOCK:
-        return _seed(keys, offsets, kinds, values)
+        return _seed(keys, offsets, kinds, values, codes)
 
 
 def _seed(keys: list[tuple[str, bool]], offsets: np.ndarray, kinds: list[str],
-          values: list[str]) -> int:
+          values: list[str], codes: np.ndarray | None = None) -> int:
     """`seed_artifacts`, with `_LOCK` held."""
-    new = [i for i, k in enumerate(keys) if k not in _CACHE]
-    if not new:
+    if not any(k not in _CACHE for k in keys):
         return 0
-    if len(new) < len(keys):
-        take = np.concatenate([np.arange(offsets[i], offsets[i + 1]) for i in new])
-        sizes = np.array([offsets[i + 1] - offsets[i] for i in new], dtype=np.int64)
-        kinds = [kinds[j] for j in take.tolist()]
-        values = [values[j] for j in take.tolist()]
-        offsets = np.concatenate([[0], np.cumsum(sizes)])
-        keys = [keys[i] for i in new]
     ids = _ids(kinds, values)
+    if codes is not None:
+        ids = ids[np.asarray(codes, dtype=np.int64)]
+    added = 0
     for i, key in enumerate(keys):
-        _CACHE[key] = ids[offsets[i]:offsets[i + 1]]
+        if key not in _CACHE:
+            _CACHE[key] = ids[offsets[i]:offsets[i + 1]]
+            added += 1
     while len(_CACHE) > ARTIFACT_CACHE_TEXTS:
         del _CACHE[next(iter(_CACHE))]
-    return len(keys)
+    return added
 
 
 def clear_artifact_cache() -> None:

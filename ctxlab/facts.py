@@ -45,7 +45,6 @@ KEY = b"ctxlab.facts"
 """The schema metadata key of a facts stream: its header (JSON)."""
 VERSION = 1
 """The layout of the facts stream; another version is ignored when read."""
-ARTIFACT_FIELDS = ("kind", "value")
 
 
 def preset_tokenizers() -> list[str]:
@@ -144,8 +143,9 @@ class LogFacts:
                           user=pd.Series([k[1] for k in distinct], dtype=bool))
         rows = found["row"].to_numpy(dtype=np.int64)
         self.cut = np.searchsorted(rows, np.arange(len(distinct) + 1))
-        self.kinds = found["kind"].to_numpy(dtype=object)
-        self.values = found["value"].to_numpy(dtype=object)
+        # each artifact as one text, ``kind:value`` (no kind holds a colon)
+        self.pairs = (found["kind"].astype(object) + ":" + found["value"].astype(object)
+                      ).to_numpy(dtype=object)
         self.tokens: list[tuple[str, str, np.ndarray]] = []
         codes, uniques = pd.factorize(pd.Series(self.texts, dtype=object),
                                       use_na_sentinel=False)
@@ -159,9 +159,10 @@ class LogFacts:
     def session(self, rows: np.ndarray) -> bytes:
         """The facts of the parts at ``rows`` (positions in the log's frame, in the
         session's order) as an Arrow IPC stream: per part its instruction flag
-        (``user``), its artifacts (``kind``, ``value``; null for a (text, flag) met
-        earlier in the session) and a count per tokenizer (``tokens_<i>``); the header
-        (`KEY`) holds the fingerprints and a digest of the texts."""
+        (``user``), its artifacts (``kind:value`` texts, dictionary-encoded: each distinct
+        artifact once; null for a (text, flag) met earlier in the session) and a count
+        per tokenizer (``tokens_<i>``); the header (`KEY`) holds the fingerprints and a
+        digest of the texts."""
         import pyarrow as pa
 
         rows = np.asarray(rows, dtype=np.int64)
@@ -174,9 +175,7 @@ class LogFacts:
         take = np.concatenate([np.arange(self.cut[c], self.cut[c + 1])
                                for c in codes[stored]]) if stored.any() else \
             np.zeros(0, dtype=np.int64)
-        flat = pa.StructArray.from_arrays(
-            [pa.array(self.kinds[take].tolist(), pa.string()).dictionary_encode(),
-             pa.array(self.values[take].tolist(), pa.string())], names=list(ARTIFACT_FIELDS))
+        flat = pa.array(self.pairs[take].tolist(), pa.string()).dictionary_encode()
         arts = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), flat,
                                         mask=pa.array(~stored))
         texts = [self.texts[i] for i in rows.tolist()]
@@ -259,8 +258,8 @@ class SessionFacts:
         self._table, self._header, self._texts = table, header, texts
         return "valid"
 
-    def artifacts(self) -> tuple[list[tuple[str, bool]], np.ndarray, list[str], list[str]
-                                 ] | None:
+    def artifacts(self) -> tuple[list[tuple[str, bool]], np.ndarray, list[str], list[str],
+                                 np.ndarray] | None:
         """The stored artifacts as `ctxlab.artifacts.seed_artifacts` takes them; None
         when not valid, or extracted by another extraction
         (`ctxlab.artifacts.extraction_fingerprint`)."""
@@ -271,17 +270,20 @@ class SessionFacts:
         mine = extraction_fingerprint()
         if mine is None or self._header.get("artifacts") != mine:
             return None
-        arts = self._table.column("artifacts").combine_chunks()
+        column = self._table.column("artifacts")
+        arts = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
         user = self._table.column("user").to_numpy(zero_copy_only=False).tolist()
         offsets = arts.offsets.to_numpy()
         offsets = offsets - offsets[0]
         valid = np.flatnonzero(~arts.is_null().to_numpy(zero_copy_only=False))
         flat = arts.flatten()
         sizes = offsets[valid + 1] - offsets[valid]
+        pairs = [p.partition(":") for p in flat.dictionary.to_pylist()]
         texts = self._texts
         return ([(texts[i], user[i]) for i in valid.tolist()],
                 np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
-                flat.field("kind").to_pylist(), flat.field("value").to_pylist())
+                [p[0] for p in pairs], [p[2] for p in pairs],
+                flat.indices.to_numpy(zero_copy_only=False).astype(np.int64))
 
     def counts(self, key: str, fingerprint: str | None) -> tuple[list[str], list[int]] | None:
         """(texts, counts) stored for the tokenizer ``key`` with this ``fingerprint``
