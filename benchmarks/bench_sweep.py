@@ -3,7 +3,8 @@ Dask engine with 2 workers.
 
 Generated Claude Code sessions of 2,000 messages each (`ctxlab.datasets.generate_session`,
 as in ``bench_replay.py``, one seed per session), written to a temporary folder and also
-converted to a corpus dataset (`ctxlab.loaders.corpus_store.write_corpus`); a grid of the
+converted to a corpus dataset (`ctxlab.loaders.corpus_store.write_corpus`), once with the
+sessions' facts (`ctxlab.facts`) and once without (time and size of each); a grid of the
 non-LLM presets (``probe``, ``ai-agent``, ``neuron``, ``observation-masking``: no stage
 that would call a model) at several thresholds, replayed over every session by
 `ctxlab.sweep.sweep` (each replay with its recall and retention metrics; a preset's
@@ -16,14 +17,16 @@ busy with other work, the speed-up stays low even though the workers run at once
 per preset, the seconds of one replay with its metrics in the 1-worker run and the
 replays per minute two cores would give at that speed. Before the sweeps, on a session of
 its own, it prints what a session costs once whatever the grid: loading its file, extracting
-its artifacts and the exact token counts of the presets that use a tokenizer.
+its artifacts and the exact token counts of the presets that use a tokenizer; then the same
+read from a dataset without facts and with them (taking the stored facts instead).
 
 Each Dask run gets a fresh ``LocalCluster`` of 2 processes (`ctxlab.sweep_dask.local_cluster`;
 workers keep module caches from one sweep to the next), started before the run is timed
 (its start-up time is printed apart; ``sweep(engine="dask")`` without a client pays it on
-every call): once over the log files, once over the dataset, whose workers read only the
-partitions of their sessions. The local pool's start-up (spawned processes importing
-ctxlab) is counted in its time.
+every call): once over the log files, once over the dataset without facts and once over the
+dataset with them, whose workers read only the partitions of their sessions; the CPU time
+the workers spent is printed too (on a busy machine it varies less than the wall time). The
+local pool's start-up (spawned processes importing ctxlab) is counted in its time.
 
     .venv/bin/python benchmarks/bench_sweep.py [--sessions 4] [--messages 2000]
         [--presets probe ai-agent ...] [--thresholds 0.8 0.9 1.0] [--workers 1 2]
@@ -165,9 +168,13 @@ def main() -> int:
                 with local_cluster(args.dask_workers) as cluster, \
                         Client(cluster, set_as_default=False) as client:
                     start = time.perf_counter() - t0
+                    c0 = client.run(time.process_time)
                     df, dt = timed(corpus, grid, engine="dask", client=client)
+                    c1 = client.run(time.process_time)
+                cpu = sum(c1[w] - c0[w] for w in c1)
                 runs.append((f"Dask engine, {args.dask_workers} workers, {what} (cluster "
-                             f"start-up {start:.1f} s not counted)", df, dt))
+                             f"start-up {start:.1f} s not counted; workers' CPU {cpu:.1f} s)",
+                             df, dt))
         first, base = runs[0][1], len(runs[0][1]) / runs[0][2] * 60
         for name, df, dt in runs:
             per_min = len(df) / dt * 60

@@ -11,8 +11,9 @@ runs of them), each worker loading the file of its session itself (only
 a path, format and session id travel), keeping the last files it loaded. ``engine="dask"``
 (`ctxlab.sweep_dask`): one task per session on a ``distributed`` cluster. A corpus
 dataset (`ctxlab.loaders.corpus_store`) is read one session partition at a time, so a
-worker reads only the sessions it replays. `ctxlab.recommend.recommend` picks the best
-configurations from the result.
+worker reads only the sessions it replays, and takes the facts stored with each session
+(`ctxlab.facts`: its artifacts and tokenizer counts, not computed again while valid).
+`ctxlab.recommend.recommend` picks the best configurations from the result.
 
 Per row (`METRIC_COLUMNS`): ``calls``; ``compactions`` (calls whose trigger fired);
 ``events``; ``failures`` (summarizer attempts that failed); ``summarizer_calls``,
