@@ -306,3 +306,14 @@ def test_offered_counts_wait_until_an_estimator_misses_a_text(monkeypatch):
     # the oldest offer went: only the last OFFERS_KEPT wait
     assert e.count(["x0", "x1", f"x{tokens_base.OFFERS_KEPT}"]).tolist() == [1, 101, 104]
     assert len(asked) == 1 + tokens_base.OFFERS_KEPT        # each offer asked once
+
+
+def test_a_partition_file_loaded_alone_offers_its_facts(dataset, monkeypatch):
+    p = read_manifest(dataset)["partitions"][0]
+    cold()
+    t = ctxlab.load(dataset / p["path"])
+    extracted, _ = _spy(monkeypatch)
+    texts = t.frame["content"].reset_index(drop=True)
+    artifacts.artifact_ids(texts, user=artifacts.instruction_rows(t.frame)
+                           .reset_index(drop=True))
+    assert extracted == []

@@ -169,7 +169,11 @@ def read_transcript(path: str | Path, *, report: LoadReport | None = None,
 
 
 def load(path: Path, options: LoadOptions) -> Transcript:
-    return read_transcript(path)
+    from ctxlab.loaders.corpus_store import seed_facts
+
+    t = read_transcript(path)
+    seed_facts(t, path)     # a session of a corpus dataset: its stored facts, if any
+    return t
 
 
 LOADER = register(Loader(name="parquet", description="ctxlab's own Parquet (ctxlab convert)",
