@@ -36,3 +36,16 @@ def forget_registered_summarizers():
     yield
     for name in set(summarizers.names()) - before:
         summarizers.unregister(name)
+
+
+@pytest.fixture(autouse=True)
+def _no_facts_offered_after_a_test():
+    """Session facts a test's corpus dataset offered and no cache took (`ctxlab.facts`) are
+    dropped after it: a later test's fresh estimator would take them (rightly, but its
+    cache would then hold texts the test never counted)."""
+    yield
+    import sys
+    for name in ("ctxlab.artifacts", "ctxlab.tokens.base"):
+        module = sys.modules.get(name)
+        if module is not None:
+            module._OFFERS.clear()
