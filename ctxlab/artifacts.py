@@ -52,6 +52,7 @@ result some clients, e.g. Gemini CLI, store as JSON) is read as its values, one 
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import re
@@ -363,7 +364,10 @@ def artifact_ids(texts: pd.Series, *, user: pd.Series | None = None
         new = list(dict.fromkeys(k for k in keys if k not in _CACHE))
         if new and _OFFERS:     # stored artifacts (a corpus dataset's facts): taken first
             while _OFFERS:
-                got = _OFFERS.popleft()()
+                try:
+                    got = _OFFERS.popleft()()
+                except Exception:   # unusable stored artifacts: extracted here instead
+                    got = None
                 if got is not None:
                     _seed(*got)
             new = [k for k in new if k not in _CACHE]
@@ -386,18 +390,39 @@ def artifact_ids(texts: pd.Series, *, user: pd.Series | None = None
 
 def extraction_fingerprint() -> str | None:
     """What the artifacts of a text depend on besides the text and its instruction flag:
-    this module's source (its rules and code) and the Python version (its ``re``). Facts
-    stored with another fingerprint (`ctxlab.facts`) are stale: extracted again, never
-    used. None when the source cannot be read (nothing stored is then trusted)."""
+    this module's code (a hash of its syntax tree without docstrings: its rules and code,
+    not their wording) and the versions of Python (its ``re``) and pandas. Facts stored
+    with another fingerprint (`ctxlab.facts`) are stale: extracted again, never used.
+    None when the source cannot be read (nothing stored is then trusted)."""
     if not _FINGERPRINT:
         try:
-            source = Path(__file__).read_bytes()
-        except OSError:
+            code = code_fingerprint(Path(__file__).read_bytes())
+        except (OSError, SyntaxError, ValueError):
             _FINGERPRINT.append(None)
         else:
-            _FINGERPRINT.append(hashlib.sha256(source).hexdigest()[:32]
-                                + f"-py{sys.version_info[0]}.{sys.version_info[1]}")
+            pandas = ".".join(pd.__version__.split(".")[:2])
+            _FINGERPRINT.append(f"{code}-py{sys.version_info[0]}.{sys.version_info[1]}"
+                                f"-pandas{pandas}")
     return _FINGERPRINT[0]
+
+
+def code_fingerprint(source: str | bytes) -> str:
+    r"""A hash of Python source as code: comments, layout and docstrings left out.
+
+    Example:
+        >>> code_fingerprint('def f():\n    "Doc."\n    return 1  # one') == \
+        ...     code_fingerprint("def f():\n    return 1")
+        True
+        >>> code_fingerprint("def f():\n    return 1") == code_fingerprint("def f():\n    return 2")
+        False
+    """
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and \
+                isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]        # the docstring
+    return hashlib.sha256(ast.dump(tree).encode()).hexdigest()[:32]
 
 
 _FINGERPRINT: list[str | None] = []

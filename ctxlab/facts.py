@@ -15,8 +15,8 @@ Two facts, per part of a session, depend only on its text:
 `write_corpus` stores them (`LogFacts`: an Arrow IPC stream, zstd-compressed, in a file
 beside each session's Parquet file, `ctxlab.loaders.corpus_store.facts_path`) with what
 they were computed by:
-`ctxlab.artifacts.extraction_fingerprint` (a hash of the extraction's source and the
-Python version) and each tokenizer's `Estimator.fingerprint` (its encoding's name, a
+`ctxlab.artifacts.extraction_fingerprint` (a hash of the extraction's code and the
+Python and pandas versions) and each tokenizer's `Estimator.fingerprint` (its encoding's name, a
 hash of its pattern and ranks, tiktoken's version, the counting rule), and a hash of the
 session's texts. A session read back (`ctxlab.loaders.corpus_store.read_session`) offers
 them (`SessionFacts.offer`) without reading them: the artifact cache reads and checks them
@@ -247,6 +247,7 @@ class SessionFacts:
         import pyarrow as pa
 
         table = pa.ipc.open_stream(pa.py_buffer(self._load())).read_all()
+        table.validate(full=True)       # offsets and dictionary indices within bounds
         header = json.loads((table.schema.metadata or {})[KEY])
         if header.get("version") != VERSION:
             return f"facts of version {header.get('version')!r}"

@@ -263,7 +263,10 @@ class Estimator(ABC):
         mine = self.fingerprint()
         took = False
         for _, source in new:
-            got = source(key, mine) if mine is not None else None
+            try:
+                got = source(key, mine) if mine is not None else None
+            except Exception:       # unusable stored counts: counted here instead
+                got = None
             if got is not None:
                 self._cache.update(zip(*got))
                 took = True
@@ -307,7 +310,7 @@ def offer_counts(source: Callable[[str, str | None],
         ...     def _count(self, texts): return np.array([len(t.split()) for t in texts])
         >>> stored = {("words", "split-v1"): (["a b c"], [99]),    # trusted
         ...           ("words", "split-v0"): (["d e"], [99])}      # stale: never asked for
-        >>> offer_counts(lambda key, fingerprint: stored.get((key, fingerprint)))
+        >>> offer_counts(lambda key, fingerprint, stored=stored: stored.get((key, fingerprint)))
         >>> Words().count(["a b c", "d e"]).tolist()
         [99, 2]
     """
