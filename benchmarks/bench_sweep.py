@@ -60,17 +60,42 @@ def write_sessions(n: int, messages: int, folder: Path) -> None:
 def fixed_costs(messages: int, folder: Path) -> None:
     """What every session costs once, whatever the configurations: on a session of its
     own (a sweep's caches stay cold), loading the file, extracting its artifacts (for
-    recall and retention) and the exact counts of the presets that use a tokenizer."""
+    recall and retention) and the exact counts of the presets that use a tokenizer; then
+    the same session read from a dataset without its stored facts and with them."""
     import ctxlab
-    from ctxlab.artifacts import artifact_ids, instruction_rows
-    from ctxlab.pipeline import pipeline_estimator
-    from ctxlab.presets import preset
+    from ctxlab.artifacts import clear_artifact_cache
+    from ctxlab.loaders.corpus_store import read_manifest, read_session
+    from ctxlab.tokens import registry
 
     s = datasets.generate_session("coding", 7, calls=messages // 2, compact_at=None)
     (folder / "fixed").mkdir()
     path = datasets.write_claude_code(s, folder / "fixed" / "fixed.jsonl")
+    print(f"once per session (CPU, a session of {messages:,} messages): "
+          + session_costs(lambda: ctxlab.load(path), "load"))
+    # from a dataset, with its stored facts and without: the caches emptied first, as in a
+    # worker meeting the session (the tokenizer's fingerprint, once per process, is known)
+    for facts in (False, True):
+        out = folder / f"fixed-{facts}"
+        write_corpus(folder / "fixed", out, facts=facts)
+        part = out / read_manifest(out)["partitions"][0]["path"]
+        clear_artifact_cache()
+        for e in list(registry._INSTANCES.values()):
+            for one in (e, getattr(e, "a", None), getattr(e, "b", None)):
+                if one is not None:
+                    one.clear_cache()
+        print(f"  read from a dataset {'with' if facts else 'without'} facts: "
+              + session_costs(lambda: read_session(part), "read"))
+
+
+def session_costs(read: Any, what: str) -> str:
+    """CPU seconds of reading a session (``read()``), extracting its artifacts and the
+    exact counts of the presets that use a tokenizer, as one line."""
+    from ctxlab.artifacts import artifact_ids, instruction_rows
+    from ctxlab.pipeline import pipeline_estimator
+    from ctxlab.presets import preset
+
     t0 = time.process_time()
-    t = ctxlab.load(path)
+    t = read()
     t1 = time.process_time()
     artifact_ids(t.frame["content"].reset_index(drop=True),
                  user=instruction_rows(t.frame).reset_index(drop=True))
@@ -82,41 +107,8 @@ def fixed_costs(messages: int, folder: Path) -> None:
             c0 = time.process_time()
             est.count_parts(t.frame)
             exact[name] = time.process_time() - c0
-    print(f"once per session (CPU, a session of {messages:,} messages): load "
-          f"{t1 - t0:.2f} s, artifacts {t2 - t1:.2f} s" + "".join(
-              f", {k}'s exact counts {v:.2f} s" for k, v in exact.items()))
-    # the same session read from a dataset, with its stored facts and without: the caches
-    # emptied first, as in a worker meeting the session (the tokenizer's fingerprint, once
-    # per process, is already known here)
-    from ctxlab.artifacts import clear_artifact_cache
-    from ctxlab.loaders.corpus_store import read_manifest, read_session
-    from ctxlab.tokens import registry
-
-    for facts in (False, True):
-        out = folder / f"fixed-{facts}"
-        write_corpus(folder / "fixed", out, facts=facts)
-        part = out / read_manifest(out)["partitions"][0]["path"]
-        clear_artifact_cache()
-        for e in list(registry._INSTANCES.values()):
-            for one in (e, getattr(e, "a", None), getattr(e, "b", None)):
-                if one is not None:
-                    one.clear_cache()
-        t0 = time.process_time()
-        t = read_session(part)
-        t1 = time.process_time()
-        artifact_ids(t.frame["content"].reset_index(drop=True),
-                     user=instruction_rows(t.frame).reset_index(drop=True))
-        t2 = time.process_time()
-        exact = {}
-        for name in NON_LLM:
-            if "tiktoken" in preset(name).estimator:
-                est = pipeline_estimator(preset(name), "anthropic")
-                c0 = time.process_time()
-                est.count_parts(t.frame)
-                exact[name] = time.process_time() - c0
-        print(f"  read from a dataset {'with' if facts else 'without'} facts: read "
-              f"{t1 - t0:.2f} s, artifacts {t2 - t1:.2f} s" + "".join(
-                  f", {k}'s exact counts {v:.2f} s" for k, v in exact.items()))
+    return f"{what} {t1 - t0:.2f} s, artifacts {t2 - t1:.2f} s" + "".join(
+        f", {k}'s exact counts {v:.2f} s" for k, v in exact.items())
 
 
 def timed(corpus: Any, grid: dict, **kw: Any) -> tuple[pd.DataFrame, float]:
