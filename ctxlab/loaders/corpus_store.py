@@ -246,8 +246,11 @@ def _fact_estimators(facts: bool | Sequence[str]) -> list[Any] | None:
         return None
     from ctxlab.facts import preset_tokenizers, storable
 
-    if facts is True:
-        return storable(preset_tokenizers())
+    if facts is True:       # a tokenizer that cannot say what it is: its counts left out
+        from ctxlab.tokens import estimator
+
+        return storable([s for s in preset_tokenizers()
+                         if estimator(s).fingerprint() is not None])
     if isinstance(facts, str) or not all(isinstance(s, str) for s in facts):
         raise ConfigError(f"facts= takes True, False or a list of tokenizer specs, not "
                           f"{facts!r}")

@@ -134,8 +134,10 @@ class TiktokenEstimator(Estimator):
 
     def fingerprint(self) -> str | None:
         """The encoding's identity (`encoding_fingerprint`) and the counting rule
-        (``encode_ordinary``: change `COUNT_RULE` with `_count`); loads the encoding."""
-        return f"{COUNT_RULE}/{encoding_fingerprint(self.encoding)}"
+        (``encode_ordinary``: change `COUNT_RULE` with `_count`); loads the encoding. None
+        when the encoding has no fingerprint: no stored count is then trusted."""
+        encoding = encoding_fingerprint(self.encoding)
+        return None if encoding is None else f"{COUNT_RULE}/{encoding}"
 
     def _count(self, texts: list[str]) -> np.ndarray:
         encode = self.encoding.encode_ordinary
