@@ -257,12 +257,15 @@ def edit_view(view: View, hide: Sequence[int],
     removed = p.take(old_rows, BOOKKEEPING)
     if len(inserted):               # kept and inserted rows merged in position order
         tokens = view.estimator.count_parts(inserted)
-        new = inserted.with_columns(tokens=(tokens, TOKENS_DTYPE),
-                                    layer=(np.full(len(inserted), "", dtype=object),
-                                           p.dtypes.get("layer", np.dtype(object))))
         pos = np.asarray(p.col("pos"), dtype=np.float64)
-        new_pos = np.asarray(new.col("pos"), dtype=np.float64)
+        new_pos = np.asarray(inserted.col("pos"), dtype=np.float64)
         slots = _slots(pos, old_rows, new_pos)
+        if slots is not None and "layer" in p:  # (layers of the slots: kept if in place)
+            layer = p.col("layer")[old_rows[np.argsort(slots)]]
+        else:
+            layer = np.full(len(inserted), "", dtype=object)
+        new = inserted.with_columns(tokens=(tokens, TOKENS_DTYPE),
+                                    layer=(layer, p.dtypes.get("layer", np.dtype(object))))
         if slots is not None:       # each new row takes the place of a hidden one
             if (slots != np.arange(len(slots))).any():
                 new = new.take(slots)
@@ -282,8 +285,10 @@ def edit_view(view: View, hide: Sequence[int],
     layers_kept = in_place and "layer" in p and not (
         (labels(p, "role")[old_rows] == "user") & (labels(p, "kind")[old_rows] == "text")).any()
     context = view._memo.get("layer_context") if layers_kept else layer_context(parts)
-    parts = parts.with_columns(layer=(p.col("layer"), p.dtypes["layer"])) if layers_kept \
-        else with_layers(parts, assign_layers(parts, context))
+    if not layers_kept:
+        parts = with_layers(parts, assign_layers(parts, context))
+    elif parts.cols["layer"] is not p.cols["layer"]:
+        parts = parts.with_columns(layer=(p.col("layer"), p.dtypes["layer"]))
     added = parts.take(new_rows, BOOKKEEPING)
     out = view.with_table(parts)
     if context is not None:                     # the same layers: the same context

@@ -10,6 +10,7 @@ built from it afterwards.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -128,3 +129,31 @@ def test_take_of_some_columns_keeps_their_derived_arrays_only():
     same(some, frame(6, 4)[["pos", "kind"]].iloc[[4, 1]])
     assert set(some._derived) == {"size", "both"}
     assert set(t.take([0], ("kind",))._derived) == {"size"}
+
+
+_VALUES = {"int64": [0, 1, -7], "float64": [0.0, 1.5, float("nan"), float("inf")],
+           "bool": [True, False], "datetime64[ns]": [np.datetime64("NaT"),
+                                                      np.datetime64(0, "ns"),
+                                                      np.datetime64(5, "ns")],
+           "object": [None, "a", "b", "", float("nan"), 3, pd.NA]}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(sorted(_VALUES)), st.data())
+def test_one_replaced_value_compares_as_a_slice_of_it_does(dtype, data):
+    """`replaced`'s test for one row (``_same_value``) agrees with its test for many, on
+    every dtype a column or derived array has (NaN equals NaN, NaT equals NaT)."""
+    from ctxlab.stages.table import _same_value, _same_values
+
+    pool = _VALUES[dtype]
+    column = np.array(data.draw(st.lists(st.sampled_from(pool), min_size=1, max_size=4)),
+                      dtype=dtype)
+    w = np.array([data.draw(st.sampled_from(pool))], dtype=dtype)
+    row = data.draw(st.integers(0, len(column) - 1))
+    try:
+        want = _same_values(column[row:row + 1], w)
+    except TypeError:               # pd.NA's truth value: both raise
+        with pytest.raises(TypeError):
+            _same_value(column, row, w)
+        return
+    assert _same_value(column, row, w) == want

@@ -406,13 +406,15 @@ def replaced(a: Table, rows: np.ndarray, b: Table) -> Table:
     n = a.n
     bufs: dict[str, Buffer] = {}
     kept: set[str] = set()
+    one = int(rows[0]) if len(rows) == 1 else None      # (most edits replace one row)
 
     def put(v: Any, w: Any, name: str | None = None) -> Any:
         if not (isinstance(v, np.ndarray) and isinstance(w, np.ndarray)):
             out = _as_array(v).copy()
             out[rows] = _as_array(w)
             return out
-        if v.dtype == w.dtype and _same_values(v[rows], w):
+        if v.dtype == w.dtype and (_same_value(v, one, w) if one is not None and v.ndim == 1
+                                   else _same_values(v[rows], w)):
             if name is not None:
                 kept.add(name)
                 if name in a._bufs:
@@ -424,6 +426,31 @@ def replaced(a: Table, rows: np.ndarray, b: Table) -> Table:
         return out
 
     return _combined(a, b, n, put, bufs, kept)
+
+
+def _same_value(v: np.ndarray, row: int, w: np.ndarray) -> bool:
+    """`_same_values` of ``v[row]`` and the one value of ``w`` (``v[row:row + 1]``, compared
+    without building arrays for the common dtypes)."""
+    kind = v.dtype.kind
+    if kind in "iub":
+        return bool(v[row] == w[0])
+    if kind == "O":
+        x, y = v[row], w[0]
+        return x is y or _equal_objects(x, y)
+    if kind == "f":
+        x, y = float(v[row]), float(w[0])
+        return x == y or (x != x and y != y)
+    return _same_values(v[row:row + 1], w)
+
+
+def _equal_objects(x: Any, y: Any) -> bool:
+    """Two cells of object columns hold the same value (`_same_values`' rule for one)."""
+    try:
+        if x == y:
+            return True
+    except (TypeError, ValueError):
+        pass
+    return (x == y) is True or (x != x and y != y)
 
 
 def _same_values(v: np.ndarray, w: np.ndarray) -> bool:
