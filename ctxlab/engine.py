@@ -312,6 +312,10 @@ def _slots(pos: np.ndarray, rows: np.ndarray, new_pos: np.ndarray) -> np.ndarray
     if len(new_pos) != len(rows) or not len(rows) or \
             (n > 1 and not (pos[1:] >= pos[:-1]).all()):
         return None
+    if len(rows) == 1:              # (most edits replace one part)
+        r, x = int(rows[0]), float(new_pos[0])
+        fits = (r == 0 or x > pos[r - 1]) and (r == n - 1 or x < pos[r + 1])
+        return _ONE_SLOT if fits else None
     order = np.argsort(new_pos, kind="stable")
     merged = pos.copy()
     merged[rows] = new_pos[order]
@@ -319,6 +323,10 @@ def _slots(pos: np.ndarray, rows: np.ndarray, new_pos: np.ndarray) -> np.ndarray
     if (merged[left] > merged[left - 1]).all() and (merged[right] < merged[right + 1]).all():
         return order
     return None
+
+
+_ONE_SLOT = np.zeros(1, dtype=np.int64)
+_ONE_SLOT.flags.writeable = False
 
 
 def in_place_rows(old: Table, old_rows: np.ndarray, new: Table, new_rows: np.ndarray) -> bool:
@@ -329,4 +337,7 @@ def in_place_rows(old: Table, old_rows: np.ndarray, new: Table, new_rows: np.nda
         return False
     pairs = [(codes(old, "kind"), codes(new, "kind")), (codes(old, "role"), codes(new, "role")),
              (old.ints("msg"), new.ints("msg")), (old.ints("turn"), new.ints("turn"))]
+    if len(old_rows) == 1:
+        r = int(old_rows[0])
+        return all(a[r] == b[r] for a, b in pairs)
     return all(np.array_equal(a[old_rows], b[new_rows]) for a, b in pairs)

@@ -436,7 +436,7 @@ def _same_value(v: np.ndarray, row: int, w: np.ndarray) -> bool:
         return bool(v[row] == w[0])
     if kind == "O":
         x, y = v[row], w[0]
-        return x is y or _equal_objects(x, y)
+        return x is y or bool(_equal_objects(x, y))
     if kind == "f":
         x, y = float(v[row]), float(w[0])
         return x == y or (x != x and y != y)
