@@ -55,6 +55,11 @@ def _grouped(results: pd.DataFrame, *, once: bool = False
              ) -> tuple[list[str], pd.DataFrame, Any]:
     """The rows grouped by configuration; ``once``: each (configuration, session) once."""
     keys = config_columns(results)
+    measures = pd.unique(results["measure"].dropna()) if "measure" in results else []
+    if len(measures) > 1:
+        raise ConfigError(f"these results count tokens_sent and cost with different "
+                          f"estimators ({', '.join(map(str, measures))}): their totals do not "
+                          f"compare; sweep again with one measure=")
     df = results.copy()
     for k in keys:  # NA keys (a stage param that did not apply) group together; a list
         col = df[k].astype(object)       # value read back from Parquet is an array

@@ -18,7 +18,9 @@ worker reads only the sessions it replays, and takes the facts stored with each 
 Per row (`METRIC_COLUMNS`): ``calls``; ``compactions`` (calls whose trigger fired);
 ``events``; ``failures`` (summarizer attempts that failed); ``summarizer_calls``,
 ``summarizer_input_tokens``, ``summarizer_output_tokens``; ``tokens_sent`` (sum of the
-request sizes after compaction: the input cost); ``cost`` (USD, `PRICES`);
+request sizes after compaction, the input cost, counted by one estimator for every
+configuration: `MEASURE` or ``measure=``, `ctxlab.measure`); ``cost`` (USD, `PRICES`, of
+those tokens and the summarizers'); ``measure`` (that estimator's spec);
 ``peak_usage`` (largest request / limit); ``overflows`` (requests over the window);
 ``forced_final``; ``needed``, ``missing``, ``recall`` (pooled over the session's calls:
 1 − missing / needed, NaN when nothing was needed); ``hidden_artifacts``,
@@ -69,6 +71,36 @@ discounts) for comparing configurations, not a bill; pass ``prices=`` to `sweep`
 change or add families. Requests are priced as input at their call's model; summarizer
 input and output at the session's first model. The agent's own output is the same under
 every configuration and is left out."""
+
+MEASURE = "tiktoken:o200k_base"
+"""The estimator that counts ``tokens_sent`` and ``cost`` for every configuration of a
+sweep (`ctxlab.measure`) unless ``measure=`` names another: configurations that count
+tokens their own way would otherwise differ in what they report, not in what they send.
+An exact tokenizer, stored with a corpus dataset's facts (`ctxlab.facts`)."""
+
+
+@dataclass(frozen=True)
+class Metering:
+    """How a sweep's rows price and count the requests: USD per million tokens by model
+    family (`price_table`) and the estimator spec that counts them (`MEASURE`)."""
+
+    prices: Mapping[str, tuple[float, float]]
+    measure: str
+
+
+def _measure(spec: Any) -> str:
+    """A sweep's ``measure``: an estimator spec that resolves (default `MEASURE`)."""
+    from ctxlab.tokens import estimator as get_estimator
+
+    if spec is None:
+        return MEASURE
+    if not isinstance(spec, str):
+        raise ConfigError(f"measure is an estimator spec such as {MEASURE!r}, not {spec!r} "
+                          f"(the workers build it from its spec)")
+    if "{provider}" not in spec:
+        get_estimator(spec)         # an unknown spec fails here, not in every worker
+    return spec
+
 
 METRIC_COLUMNS = ("calls", "compactions", "events", "failures", "summarizer_calls",
                   "summarizer_input_tokens", "summarizer_output_tokens", "tokens_sent", "cost",
@@ -217,22 +249,23 @@ def session_list(sources: Sessions, listed: Iterable[tuple[list[str], pd.DataFra
 
 
 def _run_units(units: Sequence[tuple[int, Config]], src: Source, session: str,
-               stage_cols: Sequence[str], prices: Mapping[str, tuple[float, float]],
+               stage_cols: Sequence[str], metering: Metering,
                t: Transcript | None = None) -> list[tuple[int, dict[str, Any]]]:
     """Some configurations over one session, which is loaded and cut out once (``t``:
     the session's transcript when the caller has it): ``(index, row)`` in ``units``'
     order. Configurations that differ only in threshold share the replay of their
     common beginning (`ctxlab.sweep_prefix`)."""
     t = t if t is not None else _load(src).session(session)
-    rows = {i: _row(config, src, session, stage_cols, prices, r, start)
+    rows = {i: _row(config, src, session, stage_cols, metering, r, start)
             for i, config, r, start in replays(t, units)}
     return [(i, rows[i]) for i, _ in units]
 
 
 def _row(config: Config, src: Source, session: str, stage_cols: Sequence[str],
-         prices: Mapping[str, tuple[float, float]], r: Any, start: float) -> dict[str, Any]:
+         metering: Metering, r: Any, start: float) -> dict[str, Any]:
     """The row of (configuration, session) from its replay and its metrics (``start``:
     when the replay's work began)."""
+    from ctxlab.measure import request_tokens
     from ctxlab.metrics import loss_totals
 
     loss = loss_totals(r.transcript)
@@ -246,19 +279,23 @@ def _row(config: Config, src: Source, session: str, stage_cols: Sequence[str],
 
     s_in, s_out = ev_sum("summarizer_input_tokens"), ev_sum("summarizer_output_tokens")
     first_model = c["model"].iloc[0] if n else None
+    prices = metering.prices
+    measured = request_tokens(r, metering.measure)
     cost = 0.0
     if n:
-        sent = c.groupby(c["model"].astype(object).fillna(""), sort=True)["tokens_after"].sum()
+        sent = pd.Series(measured).groupby(c["model"].astype(object).fillna("").to_numpy(),
+                                           sort=True).sum()
         cost = sum(float(v) * price_for(m or None, prices)[0] for m, v in sent.items())
     pin, pout = price_for(first_model, prices)
     cost = (cost + s_in * pin + s_out * pout) / 1e6
     return {**config.columns(stage_cols), "file": src.path, "session": session,
+            "measure": metering.measure,
             "calls": n, "compactions": int(c["triggered"].sum()) if n else 0,
             "events": int(ev["event"].notna().sum()) if len(ev) else 0,
             "failures": int(ev["failure"].notna().sum()) if "failure" in ev else 0,
             "summarizer_calls": ev_sum("summarizer_calls"),
             "summarizer_input_tokens": s_in, "summarizer_output_tokens": s_out,
-            "tokens_sent": int(c["tokens_after"].sum()) if n else 0, "cost": cost,
+            "tokens_sent": int(measured.sum()) if n else 0, "cost": cost,
             "peak_usage": float(c["usage_after"].max()) if n else 0.0,
             "overflows": int(c["over_window"].sum()) if n else 0,
             "forced_final": int(c["forced_final"].sum()) if n else 0,
@@ -323,7 +360,7 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
           estimator: str | None = None, window: int | None = None,
           workers: int | None = None, client: Any = None,
           prices: Mapping[str, tuple[float, float]] | None = None,
-          progress: bool | None = None) -> pd.DataFrame:
+          measure: str | None = None, progress: bool | None = None) -> pd.DataFrame:
     """Replay every configuration of a grid over every session: one row per pair.
 
     Args:
@@ -343,6 +380,9 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
             ``LocalCluster``.
         prices: USD per million (input, output) tokens by model family, merged over
             `PRICES`.
+        measure: the estimator spec that counts ``tokens_sent`` and ``cost`` for every
+            configuration (None: `MEASURE`; ``{provider}`` is filled in per session),
+            whatever estimator each configuration triggers with.
         progress: a tqdm bar on stderr (None: when stderr is a terminal and tqdm is
             installed).
 
@@ -350,7 +390,7 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
         One row per configuration × session, in configuration then session order:
         ``config`` (index), the configuration's columns (``preset``, ``threshold``,
         ``target``, ``window``, ``estimator``, any ``stage.param``, ``note``), ``file``,
-        ``session`` and `METRIC_COLUMNS`. The same for either engine and any number of
+        ``session``, ``measure`` and `METRIC_COLUMNS`. The same for either engine and any number of
         workers (``seconds`` aside: `equal_results`). ``df.attrs["skipped"]``: the
         records of the swept logs that could not be used, which the replays ran without
         (`skipped_records`: file, line, reason; kept by ``to_parquet``).
@@ -368,7 +408,7 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
         raise ConfigError("client= runs a sweep on Dask: pass engine='dask' with it")
     if workers is not None and workers < 1:
         raise ConfigError(f"workers must be >= 1, not {workers}")
-    table = price_table(prices)
+    metering = Metering(price_table(prices), _measure(measure))
     configs, stage_cols = expand(grid)
     configs = distinct(replace(c, window=c.window if c.window is not None else window,
                                estimator=c.estimator if c.estimator is not None else estimator)
@@ -376,10 +416,10 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
     sources, memory, known = _sources(corpus)
     if engine == "dask":
         from ctxlab.sweep_dask import run_dask
-        rows, n_sessions, listed = run_dask(sources, memory, configs, stage_cols, table,
+        rows, n_sessions, listed = run_dask(sources, memory, configs, stage_cols, metering,
                                             client=client, workers=workers, progress=progress)
     else:
-        rows, n_sessions, listed = _run_local(sources, memory, configs, stage_cols, table,
+        rows, n_sessions, listed = _run_local(sources, memory, configs, stage_cols, metering,
                                               workers, progress)
     df = _frame(rows, configs, n_sessions, stage_cols)
     df.attrs["skipped"] = skipped_records([*known, *listed])
@@ -422,13 +462,13 @@ ENGINES = ("local", "dask")
 
 
 def _run_local(sources: Sessions, memory: list[Transcript], configs: list[Config],
-               stage_cols: list[str], table: Mapping[str, tuple[float, float]],
+               stage_cols: list[str], metering: Metering,
                workers: int | None, progress: bool | None
                ) -> tuple[dict[int, dict[str, Any]], int, list[pd.DataFrame]]:
     n_workers = workers if workers is not None else (os.cpu_count() or 1)
     if n_workers == 1:
         _init_worker(memory)
-        return _run_inline(sources, configs, stage_cols, table, progress)
+        return _run_inline(sources, configs, stage_cols, metering, progress)
     import multiprocessing as mp
     pool = ProcessPoolExecutor(max_workers=n_workers, mp_context=mp.get_context("spawn"),
                                initializer=_init_worker, initargs=(memory,))
@@ -444,14 +484,14 @@ def _run_local(sources: Sessions, memory: list[Transcript], configs: list[Config
         tasks = [([(ci * len(sessions) + si, configs[ci]) for ci in run], src, s)
                  for si, (src, s) in enumerate(sessions) for run in runs]
         bar = _bar(len(configs) * len(sessions), progress, "sweep")
-        rows = _run_all(tasks, stage_cols, table, pool, bar)
+        rows = _run_all(tasks, stage_cols, metering, pool, bar)
     finally:
         pool.shutdown(cancel_futures=True)
     return rows, len(sessions), skipped
 
 
 def _run_inline(sources: Sessions, configs: list[Config], stage_cols: list[str],
-                table: Mapping[str, tuple[float, float]], progress: bool | None
+                metering: Metering, progress: bool | None
                 ) -> tuple[dict[int, dict[str, Any]], int, list[pd.DataFrame]]:
     """`_run_local` in this process, one log at a time: listing a log's sessions loads it,
     and its replays follow while it is still loaded (listing every log first would read
@@ -473,7 +513,7 @@ def _run_inline(sources: Sessions, configs: list[Config], stage_cols: list[str],
                     bar.refresh()
             for s in ss:
                 got = []
-                for ci, row in _run_units(units, src, s, stage_cols, table):
+                for ci, row in _run_units(units, src, s, stage_cols, metering):
                     got.append((ci, row))
                     if bar is not None:
                         bar.update(1)
@@ -514,11 +554,11 @@ def _split(items: range, pieces: int) -> list[range]:
 
 
 def _run_all(tasks: list[tuple[list[tuple[int, Config]], Source, str]], stage_cols: list[str],
-             table: Mapping[str, tuple[float, float]], pool: ProcessPoolExecutor,
+             metering: Metering, pool: ProcessPoolExecutor,
              bar: Any) -> dict[int, dict[str, Any]]:
     rows: dict[int, dict[str, Any]] = {}
     try:
-        futures = [pool.submit(_run_units, units, src, s, stage_cols, table)
+        futures = [pool.submit(_run_units, units, src, s, stage_cols, metering)
                    for units, src, s in tasks]
         for fut in as_completed(futures):
             for i, row in fut.result():
@@ -535,7 +575,7 @@ def _frame(rows: Mapping[int, dict[str, Any]], configs: list[Config], n_sessions
            stage_cols: Iterable[str]) -> pd.DataFrame:
     ordered = [dict(config=i // n_sessions, **rows[i]) for i in sorted(rows)]
     cols = ["config", "preset", "threshold", "target", "window", "estimator", *stage_cols,
-            "note", "file", "session", *METRIC_COLUMNS]
+            "note", "file", "session", "measure", *METRIC_COLUMNS]
     df = pd.DataFrame(ordered, columns=cols)
     df["window"] = df["window"].astype("Int64")
     for c in stage_cols:    # whole numbers stay whole beside the presets they skip (NA)

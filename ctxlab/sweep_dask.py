@@ -22,19 +22,18 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.schema import Transcript
-from ctxlab.sweep import (Sessions, Source, _bar, _load, _run_units, _sessions_of,
-                          session_list)
+from ctxlab.sweep import (Metering, Sessions, Source, _bar, _load, _run_units,
+                          _sessions_of, session_list)
 from ctxlab.sweep_grid import Config
 
 
 def _session_task(si: int, src: Source, session: str, t: Transcript | None,
                   configs: Sequence[Config], stage_cols: Sequence[str],
-                  prices: Mapping[str, tuple[float, float]]
-                  ) -> tuple[int, list[dict[str, Any]]]:
+                  metering: Metering) -> tuple[int, list[dict[str, Any]]]:
     """Every configuration over one session: (session index, one row per configuration)."""
     t = t if t is not None else _load(src).session(session)
     return si, [row for _, row in _run_units(list(enumerate(configs)), src, session,
-                                             stage_cols, prices, t)]
+                                             stage_cols, metering, t)]
 
 
 def _distributed() -> Any:
@@ -61,7 +60,7 @@ def local_cluster(workers: int | None = None) -> Any:
 
 
 def run_dask(sources: Sessions, memory: list[Transcript], configs: list[Config],
-             stage_cols: list[str], table: Mapping[str, tuple[float, float]], *,
+             stage_cols: list[str], metering: Metering, *,
              client: Any, workers: int | None, progress: bool | None
              ) -> tuple[dict[int, dict[str, Any]], int, list[pd.DataFrame]]:
     """Rows by unit index (configuration-major, as the local engine numbers them), the
@@ -72,19 +71,19 @@ def run_dask(sources: Sessions, memory: list[Transcript], configs: list[Config],
     if client is None:
         with local_cluster(workers) as cluster, \
                 distributed.Client(cluster, set_as_default=False) as own:
-            return _run(own, distributed, sources, memory, configs, stage_cols, table,
+            return _run(own, distributed, sources, memory, configs, stage_cols, metering,
                         progress)
     if workers is not None:
         raise ConfigError("workers= sizes the cluster a Dask sweep starts; with client= the "
                           "client's cluster decides: leave workers out")
     if not isinstance(client, distributed.Client):
         raise ConfigError(f"client must be a distributed.Client, not {type(client).__name__}")
-    return _run(client, distributed, sources, memory, configs, stage_cols, table, progress)
+    return _run(client, distributed, sources, memory, configs, stage_cols, metering, progress)
 
 
 def _run(client: Any, distributed: Any, sources: Sessions, memory: list[Transcript],
          configs: list[Config], stage_cols: list[str],
-         table: Mapping[str, tuple[float, float]], progress: bool | None
+         metering: Metering, progress: bool | None
          ) -> tuple[dict[int, dict[str, Any]], int, list[pd.DataFrame]]:
     futures: list[Any] = []
     try:
@@ -97,7 +96,7 @@ def _run(client: Any, distributed: Any, sources: Sessions, memory: list[Transcri
         scattered = iter(client.scatter(pieces, hash=False) if pieces else [])
         futures = [client.submit(_session_task, si, src, s,
                                  next(scattered) if src.memory is not None else None,
-                                 configs, stage_cols, table, pure=False)
+                                 configs, stage_cols, metering, pure=False)
                    for si, (src, s) in enumerate(sessions)]
         rows: dict[int, dict[str, Any]] = {}
         bar = _bar(n * len(configs), progress, "sweep")

@@ -50,10 +50,11 @@ def test_sweeps_and_corpus_datasets_load_no_dask_until_the_dask_engine_runs(tmp_
             "from ctxlab.loaders.corpus_store import write_corpus\n"
             f"write_corpus(ctxlab.datasets.path('coding_session_b'), {str(d)!r})")
     assert _loaded_after(code) == ["tiktoken"]
-    # a sweep that counts with no tokenizer loads none, though the facts hold counts
+    # a sweep that counts with no tokenizer loads none, though the facts hold counts (its
+    # measure a heuristic too: the default, an exact tokenizer, loads it)
     code = ("import ctxlab.sweep_dask, ctxlab.cli\n"
             "from ctxlab.sweep import sweep\n"
-            f"sweep({str(d)!r}, {{'preset': ['neuron']}}, workers=1)")
+            f"sweep({str(d)!r}, {{'preset': ['neuron']}}, workers=1, measure='chars:4')")
     assert _loaded_after(code) == []
     code = ("import tempfile, ctxlab.datasets\n"
             "from ctxlab.loaders.corpus_store import write_corpus\n"
@@ -61,5 +62,5 @@ def test_sweeps_and_corpus_datasets_load_no_dask_until_the_dask_engine_runs(tmp_
             "with tempfile.TemporaryDirectory() as tmp:\n"
             "    d = write_corpus(ctxlab.datasets.path('coding_session_b'), tmp + '/c', "
             "facts=False)\n"
-            "    sweep(d, {'preset': ['neuron']}, workers=1)")
+            "    sweep(d, {'preset': ['neuron']}, workers=1, measure='chars:4')")
     assert _loaded_after(code) == []
