@@ -21,7 +21,8 @@ from ctxlab.viz import (plot_estimators, plot_layers, plot_reported_usage, plot_
 from ctxlab.viz.plots import MAX_GROUPS
 from ctxlab.viz.plots_replay import replay_stage_colours
 from ctxlab.viz.report import _Cells
-from ctxlab.viz.style import LAYER_COLOURS, MISSING_COLOUR, NEUTRAL, PALETTE, stage_colours
+from ctxlab.viz.style import (ESTIMATOR_COLOURS, ESTIMATOR_DEFAULTS, LAYER_COLOURS, MISSING_COLOUR,
+                              NEUTRAL, PALETTE, estimator_colours, stage_colours)
 
 from tests.conftest import DATASETS
 
@@ -205,6 +206,79 @@ def test_a_layer_has_one_colour_in_every_figure(coding):
             kept.setdefault(matplotlib_hex(p.get_facecolor()), 0)
     assert set(kept) <= {c.lower() for c in LAYER_COLOURS.values()}
     assert PALETTE[-1] == "#000000" and MISSING_COLOUR not in LAYER_COLOURS.values()
+
+
+def _estimator_colour(ax, est):
+    """The colour of an estimator's dots (`plot_estimators`) or line (`plot_reported_usage`)."""
+    [line] = [x for x in ax.lines if x.get_label() == est or x.get_label().startswith(est + " (")]
+    return matplotlib_hex(line.get_color())
+
+
+@pytest.fixture(scope="module")
+def compared(coding):
+    return ctxlab.compare_estimators_df(coding.base, ["chars:4", "neuron", "tiktoken:cl100k_base",
+                                                      "chars:3.6"], reference="chars:3")
+
+
+def test_an_estimator_has_its_colour_whatever_is_drawn_before_it(coding, compared):
+    """Estimators took the palette in the order a figure drew them: in notebook 02 green was
+    neuron in one plot and tiktoken:o200k_base in the next."""
+    def only(specs):       # these estimators, drawn in this order
+        rows = [compared[compared["estimator"] == e] for e in specs]
+        return pd.concat(rows, ignore_index=True)
+
+    orders = (["chars:4", "neuron"], ["neuron", "tiktoken:cl100k_base", "chars:4"],
+              ["chars:3.6", "tiktoken:cl100k_base", "neuron", "chars:4"])
+    seen: dict[str, set[str]] = {}
+    for specs in orders:
+        ax = plot_estimators(only(specs)).axes[0]
+        for est in specs:
+            seen.setdefault(est, set()).add(_estimator_colour(ax, est))
+    usage = {e: ctxlab.reported_usage_df(coding.base, e)
+             for e in ("chars:4", "neuron", "tiktoken:cl100k_base")}
+    for specs in (["chars:4", "neuron"], ["tiktoken:cl100k_base", "neuron", "chars:4"]):
+        ax = plot_reported_usage(pd.concat([usage[e] for e in specs])).axes[0]
+        for est in specs:
+            seen.setdefault(est, set()).add(_estimator_colour(ax, est))
+    assert all(len(colours) == 1 for colours in seen.values()), seen
+    assert seen["chars:4"] == {ESTIMATOR_COLOURS["chars"].lower()}
+
+
+def test_estimators_of_one_family_differ_and_none_looks_like_the_reported_line(coding):
+    """chars:4 and chars:3.6 (or the two tiktoken references) in one figure: two colours, and
+    neither is the black of the reported usage or the grey of the zero line."""
+    specs = ["chars:4", "chars:3.6", "tiktoken:o200k_base", "tiktoken:cl100k_base", "neuron",
+             "neurolink:anthropic", "langchain", "probe"]         # the 8th was black
+    usage = pd.concat([ctxlab.reported_usage_df(coding.base, e) for e in specs])
+    ax = plot_reported_usage(usage).axes[0]
+    colours = [_estimator_colour(ax, e) for e in specs]
+    reported = _estimator_colour(ax, "reported input_total")
+    assert len(set(colours)) == len(specs) and reported == "#000000"
+    assert not {reported, *(c.lower() for c in NEUTRAL)} & set(colours)
+
+
+def test_every_estimator_family_has_its_colour():
+    """A family has its colour in every figure, its default spec whatever else is drawn; a
+    sibling has it when drawn alone, and another when drawn with the default."""
+    from ctxlab import tokens
+
+    families = set(ESTIMATOR_COLOURS) - {"reported"} - {k for k in ESTIMATOR_COLOURS if ":" in k}
+    assert families == set(tokens.names())          # a new family needs its colour
+    own = [c for k, c in ESTIMATOR_COLOURS.items() if k != "reported"]
+    assert len(set(own)) == len(own) and not set(own) & {MISSING_COLOUR, *NEUTRAL}
+    everyone = [ESTIMATOR_DEFAULTS.get(f, f) for f in sorted(families)]
+    for family in families:
+        default = ESTIMATOR_DEFAULTS.get(family, family)
+        sibling = f"{family}:other"
+        assert estimator_colours([sibling])[sibling] == ESTIMATOR_COLOURS[family]
+        for specs in ([default], [sibling, default],
+                      ["mine:1", sibling, *everyone[::-1], "tiktoken:cl100k_base"]):
+            got = estimator_colours(specs)
+            assert got[default] == ESTIMATOR_COLOURS[family]
+            assert len(set(got.values())) == len(specs)
+    calibrated = estimator_colours(["calibrated(reported, *)", "calibrated(reported, *) upper"])
+    assert list(calibrated.values()) == [ESTIMATOR_COLOURS["calibrated"],
+                                         ESTIMATOR_COLOURS["calibrated-upper"]]
 
 
 # --- labels that do not pile up -------------------------------------------------------------

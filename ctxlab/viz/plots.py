@@ -1,9 +1,11 @@
 """Matplotlib figures of core results. No pyplot state, no rcParams changes.
 
 Colours are the Okabe–Ito palette (distinguishable with the common colour-vision
-deficiencies); every axis names its unit. This module holds the estimator figures and
-re-exports the replay figures (`ctxlab.viz.plots_replay`, `ctxlab.viz.plots_context`)
-and the deterministic renderers `figure_svg` / `figure_png` (`ctxlab.viz.style`).
+deficiencies), and an estimator keeps its colour from figure to figure
+(`ctxlab.viz.style.estimator_colours`); every axis names its unit. This module holds the
+estimator figures and re-exports the replay figures (`ctxlab.viz.plots_replay`,
+`ctxlab.viz.plots_context`) and the deterministic renderers `figure_svg` / `figure_png`
+(`ctxlab.viz.style`).
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from ctxlab.tokens.content import CLASSES
 from ctxlab.errors import ConfigError
 from ctxlab.viz.plots_context import STAGE_STATUS, context_parts_df, plot_context
 from ctxlab.viz.plots_replay import plot_layers, plot_retention, plot_stages
-from ctxlab.viz.style import (PALETTE, figure_png, figure_svg, literal_text, plural,
-                              session_label, show_nothing, new_figure as _figure)
+from ctxlab.viz.style import (PALETTE, estimator_colours, figure_png, figure_svg,
+                              literal_text, plural, session_label, show_nothing,
+                              new_figure as _figure)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -46,7 +49,8 @@ def plot_estimators(compared: pd.DataFrame, *, by: str = "content_class",
     Boxes show the quartiles of the signed percentage error per part (whiskers at the
     5th and 95th percentiles, clipped to ±200%); the dot is the error of the summed
     tokens, which is what a budget check feels. With more than `MAX_GROUPS` groups (by
-    session, say) the ones with the most parts are drawn and the title says so.
+    session, say) the ones with the most parts are drawn and the title says so. An
+    estimator has the same colour in every figure (`ctxlab.viz.style.estimator_colours`).
     """
     if by not in compared.columns:
         raise ConfigError(f"by={by!r} is not a column of the comparison; group by one of "
@@ -68,6 +72,7 @@ def plot_estimators(compared: pd.DataFrame, *, by: str = "content_class",
              if by == "session" else tuple(sorted(present)))    # sessions in log order
     groups = [g for g in order if g in present]
     ests = list(pd.unique(df["estimator"]))
+    colours = estimator_colours(ests)
     width = 0.8 / max(1, len(ests))
     for i, est in enumerate(ests):
         sub = df[df["estimator"] == est]
@@ -80,7 +85,7 @@ def plot_estimators(compared: pd.DataFrame, *, by: str = "content_class",
             ref = part["ref_tokens"].sum()
             totals.append(100.0 * (part["est_tokens"].sum() - ref) / ref if ref else np.nan)
             xs.append(j - 0.4 + width * (i + 0.5))
-        colour = PALETTE[i % len(PALETTE)]
+        colour = colours[est]
         bp = ax.boxplot(data, positions=xs, widths=width * 0.85, whis=(5, 95), showfliers=False,
                         patch_artist=True, manage_ticks=False)
         for box in bp["boxes"]:
@@ -124,6 +129,9 @@ def plot_reported_usage(usage: pd.DataFrame, *, session: str | None = None,
         usage: `ctxlab.reported_usage_df` results (several estimators concatenated).
         session: which session to draw (default: the one with the most calls).
         ax: draw into this axes instead of a new figure.
+
+    The reported usage is black; an estimator has the same colour in every figure
+    (`ctxlab.viz.style.estimator_colours`).
     """
     reported = usage[usage["input_total"].notna()]
     if reported.empty:
@@ -137,12 +145,14 @@ def plot_reported_usage(usage: pd.DataFrame, *, session: str | None = None,
     fig, ax = _figure(ax, (10, 3.8))
     first = u[u["estimator"] == u["estimator"].iloc[0]]
     few = len(first) <= 20      # a line through two calls reads as calls in between: dots
-    ax.plot(first["call"], first["input_total"] / 1000, color="black", linewidth=2.2,
-            marker="o" if few else None, markersize=4, label="reported input_total")
-    for i, (est, g) in enumerate(u.groupby("estimator", sort=False)):
+    colours = estimator_colours(["reported", *pd.unique(u["estimator"])])
+    ax.plot(first["call"], first["input_total"] / 1000, color=colours["reported"],
+            linewidth=2.2, marker="o" if few else None, markersize=4,
+            label="reported input_total")
+    for est, g in u.groupby("estimator", sort=False):
         mape = g["error_pct"].abs().mean()
         said = f"MAPE {mape:.1f}%" if pd.notna(mape) else "no error: overhead fitted on <3 calls"
-        ax.plot(g["call"], g["est_tokens"] / 1000, color=PALETTE[i % len(PALETTE)],
+        ax.plot(g["call"], g["est_tokens"] / 1000, color=colours[est],
                 linewidth=1.2, marker="." if few else None, label=f"{est} ({said})")
     from matplotlib.ticker import MaxNLocator
 

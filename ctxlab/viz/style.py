@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import io
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -129,6 +130,86 @@ def stage_colours(names: Iterable[str]) -> dict[str, str]:
 def preset_colours(names: Iterable[str]) -> dict[str, str]:
     """A colour per preset name (`named_colours` of `PRESET_NAMES`)."""
     return named_colours(names, PRESET_NAMES)
+
+
+ESTIMATOR_COLOURS = {
+    "chars": "#0072B2", "neurolink": "#E69F00", "neuron": "#009E73", "langchain": "#CC79A7",
+    "probe": "#56B4E9", "tiktoken": "#D55E00", "tiktoken:cl100k_base": "#882255",
+    "llama3": "#661100", "mistral": "#44AA99", "hf": "#117733", "calibrated": "#332288",
+    "calibrated-upper": "#AA4499", "max": "#999933", "reported": "#000000"}
+"""A colour per built-in estimator family (`ctxlab.tokens.names()`), the same in every
+figure: the family's default spec (`ESTIMATOR_DEFAULTS`) always has it, another spec of
+the family has it when drawn without a sibling (`estimator_colours`).
+``tiktoken:cl100k_base``, the offline reference drawn beside ``tiktoken:o200k_base``,
+has its own. ``reported`` (what the provider billed) is black, as in every figure; no
+estimator is black or grey."""
+ESTIMATOR_DEFAULTS = {"chars": "chars:4", "neurolink": "neurolink:anthropic",
+                      "tiktoken": "tiktoken:o200k_base", "mistral": "mistral:v3-tekken"}
+"""The spec that keeps its family's colour when siblings are drawn with it."""
+_SPARE = ("#DDCC77", "#F0E442")
+"""Colours of no estimator, light ones: the last a spec without a colour gets."""
+
+
+def estimator_family(spec: str) -> str:
+    """The family a spec (or an in-memory estimator's spec) names.
+
+    Example:
+        >>> [estimator_family(s) for s in ("tiktoken:o200k_base", " Chars:3.5",
+        ...  "calibrated(reported, *)", "calibrated(reported, *) upper", "max:chars:4,neuron")]
+        ['tiktoken', 'chars', 'calibrated', 'calibrated-upper', 'max']
+    """
+    head = re.match(r"\s*([\w.-]*)", spec)
+    family = head.group(1).lower() if head else ""
+    if family == "calibrated" and spec.rstrip().endswith(" upper"):
+        return "calibrated-upper"       # `Calibrated.upper()` of a calibration in memory
+    return family
+
+
+def _estimator_key(spec: str) -> str:
+    """``spec`` as `ESTIMATOR_COLOURS` and `ESTIMATOR_DEFAULTS` spell it: the name in lower
+    case, no spaces around the colon; a name without an argument stands for its default."""
+    name, sep, arg = spec.strip().partition(":")
+    name = name.strip().lower()
+    return f"{name}:{arg.strip()}" if sep else ESTIMATOR_DEFAULTS.get(name, name)
+
+
+def estimator_colours(specs: Iterable[str]) -> dict[str, str]:
+    """A colour per estimator spec, distinct within the figure and independent of the order
+    of drawing. A spec takes, in this order: its own colour (`ESTIMATOR_COLOURS`); its
+    family's, when it is the family's default (so ``chars:4`` is blue in every figure) or
+    no other spec of the family drawn here wants it (the first in sorted order wins);
+    else, in sorted order, a colour no spec here uses (those of families not drawn, from
+    the end of `ESTIMATOR_COLOURS`, then `_SPARE`).
+
+    Example:
+        >>> a = estimator_colours(["neuron", "tiktoken:o200k_base", "chars:4"])
+        >>> b = estimator_colours(["chars:3.6", "chars:4", "tiktoken:cl100k_base"])
+        >>> a["chars:4"] == b["chars:4"] == ESTIMATOR_COLOURS["chars"]
+        True
+        >>> len(set(b.values())), estimator_colours(["chars:3.6"])["chars:3.6"] == a["chars:4"]
+        (3, True)
+    """
+    specs = list(dict.fromkeys(specs))
+    keys = {s: _estimator_key(s) for s in specs}
+
+    def rank(s: str) -> tuple[int, str, str]:   # own colour, family default, other; by name
+        k = keys[s]
+        return (0 if k in ESTIMATOR_COLOURS else 1 if k in ESTIMATOR_DEFAULTS.values() else 2,
+                k, s)
+
+    out: dict[str, str] = {}
+    for s in sorted(specs, key=rank):
+        colour = ESTIMATOR_COLOURS.get(keys[s]) or ESTIMATOR_COLOURS.get(estimator_family(s))
+        if colour is not None and colour not in out.values():
+            out[s] = colour
+    drawn = {ESTIMATOR_COLOURS.get(estimator_family(s)) for s in specs} | set(out.values())
+    black = ESTIMATOR_COLOURS["reported"]
+    pool = [c for c in dict.fromkeys(ESTIMATOR_COLOURS.values()) if c != black][::-1]
+    pool += _SPARE
+    free = [c for c in pool if c not in drawn] or pool
+    for i, s in enumerate(sorted((s for s in specs if s not in out), key=rank)):
+        out[s] = free[i % len(free)]
+    return {s: out[s] for s in specs}
 
 
 def show_nothing(ax: Axes, message: str) -> None:
