@@ -123,23 +123,30 @@ def test_plot_layers_stack_totals_and_compaction_markers(tight, side):
     assert ax.get_ylabel() == "tokens (thousands)" and ax.get_xlabel() == "LLM call"
 
 
+def _at_calls(line):
+    """A stepped line's y at each call (the middle of the three points it has per call)."""
+    x, y = line.get_xdata(), line.get_ydata()
+    assert np.array_equal(x[1::3], np.round(x[1::3]))
+    return y[1::3]
+
+
 def test_plot_layers_limit_lines_and_reported_overlay(neurolink):
     ax = plot_layers(neurolink).axes[0]
     c = neurolink.calls
-    assert np.allclose(_by_gid(ax.lines, "window").get_ydata() * 1000, c["window_tokens"])
-    assert np.allclose(_by_gid(ax.lines, "limit").get_ydata() * 1000, c["limit_tokens"])
-    assert np.allclose(_by_gid(ax.lines, "threshold").get_ydata() * 1000,
+    assert np.allclose(_at_calls(_by_gid(ax.lines, "window")) * 1000, c["window_tokens"])
+    assert np.allclose(_at_calls(_by_gid(ax.lines, "limit")) * 1000, c["limit_tokens"])
+    assert np.allclose(_at_calls(_by_gid(ax.lines, "threshold")) * 1000,
                        neurolink.pipeline.threshold * c["limit_tokens"])
     assert "target" not in {line.get_gid() for line in ax.lines}  # target == threshold here
     # reported usage is drawn while the replayed request is the logged one: before the first
     # compaction at call 36 (after it, the stack shows the compacted request), and up to
     # call 36 itself beside the requests before compaction
-    y = _by_gid(ax.lines, "reported").get_ydata()
+    y = _at_calls(_by_gid(ax.lines, "reported"))
     shown = np.isfinite(y)
     assert c.loc[shown, "call"].max() == 35 and shown.sum() == 36
     assert np.allclose(y[shown] * 1000, c.loc[shown, "input_total"])
-    before = np.isfinite(_by_gid(plot_layers(neurolink, side="before").axes[0].lines,
-                                 "reported").get_ydata())
+    before = np.isfinite(_at_calls(_by_gid(plot_layers(neurolink, side="before").axes[0].lines,
+                                           "reported")))
     assert c.loc[before, "call"].max() == 36 and before.sum() == 37
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert "L4 history" in legend and "trigger at 80% of limit" in legend
@@ -425,7 +432,7 @@ def test_one_call_is_drawn_as_a_bar_and_the_default_session_has_calls(tmp_path):
     xs = _by_gid(ax.collections, "layer-framing").get_paths()[0].vertices[:, 0]
     assert xs.min() < 0 < xs.max()             # a width around call 0
     window = _by_gid(ax.lines, "window").get_xdata()
-    assert len(window) == 2
+    assert window.tolist() == [-0.5, 0, 0.5]   # the call's width, as its stack
     with pytest.raises(ctxlab.ConfigError, match="sessions with calls: 'one'$"):
         plot_layers(r, session="empty")
 

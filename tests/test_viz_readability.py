@@ -281,6 +281,37 @@ def test_every_estimator_family_has_its_colour():
                                          ESTIMATOR_COLOURS["calibrated-upper"]]
 
 
+# --- steps, not slopes -----------------------------------------------------------------------
+
+def _segments(path_or_line):
+    v = (np.column_stack([path_or_line.get_xdata(), path_or_line.get_ydata()])
+         if hasattr(path_or_line, "get_xdata") else path_or_line.vertices)
+    v = v[np.isfinite(v).all(axis=1)]
+    return list(zip(v[:-1], v[1:]))
+
+
+@pytest.mark.parametrize("side", ["after", "before"])
+def test_a_compaction_drops_vertically_at_its_call_in_the_layers_plot(coding, side):
+    """The stack was interpolated from call to call: a compaction at call 62 was a slope from
+    call 61 to 62, and no reader could tell at which call the tokens dropped."""
+    ax = plot_layers(coding, side=side).axes[0]
+    c = coding.calls.set_index("call")
+    total = c[f"tokens_{side}"] / 1000
+    [top] = _gid(ax.collections, "layer-framing")
+    segments = _segments(top.get_paths()[0])
+    for (x0, y0), (x1, y1) in segments:           # every edge flat or vertical
+        assert x0 == x1 or np.isclose(y0, y1), ((x0, y0), (x1, y1))
+    for k in c.index[c["compacted"]]:
+        drop = {(round(y0, 6), round(y1, 6)) for (x0, y0), (x1, y1) in segments
+                if x0 == x1 == k - 0.5}
+        edge = (round(total[k - 1], 6), round(total[k], 6))
+        assert edge in drop or edge[::-1] in drop, (k, drop)
+        assert total[k] < total[k - 1] or side == "before"
+    for gid in ("window", "threshold", "reported"):       # the lines step with the stack
+        [line] = _gid(ax.lines, gid)
+        assert all(x0 == x1 or np.isclose(y0, y1) for (x0, y0), (x1, y1) in _segments(line))
+
+
 # --- labels that do not pile up -------------------------------------------------------------
 
 def _crowded_sweep() -> pd.DataFrame:

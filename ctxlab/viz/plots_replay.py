@@ -65,6 +65,22 @@ def _logged(replay: Replay, session: str, calls: pd.DataFrame,
     return (end < until) & ((call <= first) if side == "before" else (call < first))
 
 
+def call_steps(calls: np.ndarray) -> np.ndarray:
+    """Three x per call to draw its value as a step: its left edge (half a call before it),
+    the call, its right edge (the next call's left edge; half a call after the last). With
+    every value repeated three times, a band is flat over each call and changes by a
+    vertical edge between two calls, never by a slope across them.
+
+    Example:
+        >>> call_steps(np.array([0, 1, 3])).tolist()
+        [-0.5, 0.0, 0.5, 0.5, 1.0, 2.5, 2.5, 3.0, 3.5]
+    """
+    x = np.asarray(calls, dtype=float)
+    left = x - 0.5
+    right = np.append(left[1:], x[-1] + 0.5) if len(x) else x
+    return np.column_stack([left, x, right]).ravel()
+
+
 @literal_text
 def plot_layers(replay: Replay, *, session: str | None = None,
                 side: Literal["after", "before"] = "after", ax: Axes | None = None) -> Figure:
@@ -77,14 +93,16 @@ def plot_layers(replay: Replay, *, session: str | None = None,
             have sent without it (``before``).
         ax: draw into this axes instead of a new figure.
 
-    The top band is message framing (the estimator's per-message overhead), so the
-    stack's top is the request's total. Lines: the context window, the pipeline's limit,
-    the trigger threshold (and target when it differs), the reported ``input_total``
-    while the replayed request is still the one the log sent (up to the replay's first
-    compaction and the log's first recorded one; afterwards it measures another
-    request), and what the trigger measured where that is not the total.
-    A triangle marks every call whose compaction hid or inserted parts, with a
-    vertical drop from its tokens before to its tokens after.
+    Each call's tokens are a step as wide as the call (`call_steps`): a compaction is
+    a vertical drop at the left edge of the compacted call, not a slope from the call
+    before. The top band is message framing (the estimator's per-message overhead),
+    so the stack's top is the request's total. Lines, stepped alike: the context
+    window, the pipeline's limit, the trigger threshold (and target when it differs),
+    the reported ``input_total`` while the replayed request is still the one the log
+    sent (up to the replay's first compaction and the log's first recorded one;
+    afterwards it measures another request), and what the trigger measured where that
+    is not the total. A triangle marks every call whose compaction hid or inserted
+    parts, with a vertical drop from its tokens before to its tokens after.
 
     Example:
         >>> import ctxlab
@@ -99,54 +117,56 @@ def plot_layers(replay: Replay, *, session: str | None = None,
     fig, ax = new_figure(ax, (10, 4.2))
     s, c = replay_session(replay, session)
     calls = c["call"].to_numpy(dtype=np.int64)
-    if len(c) == 1:     # one call: its stack and lines as a bar's width, not a point
-        c = pd.concat([c, c], ignore_index=True)
-        x = calls[0] + np.array([-0.4, 0.4])
-    else:
-        x = calls
     layers = c[[f"{k}_{side}" for k in LAYERS]].to_numpy(dtype=float)
     total = c[f"tokens_{side}"].to_numpy(dtype=float)
     bands = [*layers.T, total - layers.sum(axis=1)]
     names = [*LAYERS, "framing"]
     labels = [f"{LAYER_CODES[k]} {k}" if LAYER_CODES[k] != k else k for k in LAYERS]
-    polys = ax.stackplot(x, [b / 1000 for b in bands], labels=[*labels, "message framing"],
-                         colors=[*LAYER_COLOURS.values(), FRAMING_COLOUR], alpha=0.85,
-                         linewidth=0)
-    for poly, name in zip(polys, names):
-        poly.set_gid(f"layer-{name}")
+    x = call_steps(calls)       # each call's value held over its width: three x per call
+
+    def held(values: np.ndarray) -> np.ndarray:
+        return np.repeat(values, 3) / 1000
+
+    low = np.zeros(len(x))
+    for band, name, label, colour in zip(bands, names, [*labels, "message framing"],
+                                         [*LAYER_COLOURS.values(), FRAMING_COLOUR]):
+        high = low + held(band)
+        ax.fill_between(x, low, high, color=colour, alpha=0.85, linewidth=0, label=label,
+                        gid=f"layer-{name}")
+        low = high
     p = replay.pipeline
     limit = c["limit_tokens"].to_numpy(dtype=float)
-    ax.plot(x, c["window_tokens"].to_numpy(dtype=float) / 1000, color="black", linewidth=1.6,
+    ax.plot(x, held(c["window_tokens"].to_numpy(dtype=float)), color="black", linewidth=1.6,
             label="context window", gid="window")
-    ax.plot(x, limit / 1000, color=NEUTRAL[1], linestyle="--", linewidth=1.2,
+    ax.plot(x, held(limit), color=NEUTRAL[1], linestyle="--", linewidth=1.2,
             label=f"limit ({p.limit})", gid="limit")
-    ax.plot(x, p.threshold * limit / 1000, color="black", linestyle=":", linewidth=1.4,
+    ax.plot(x, held(p.threshold * limit), color="black", linestyle=":", linewidth=1.4,
             label=f"trigger at {p.threshold * 100:g}% of limit", gid="threshold")
     target = c["target_tokens"].to_numpy(dtype=float)
     if not np.allclose(target, p.threshold * limit, atol=1):
-        ax.plot(x, target / 1000, color=NEUTRAL[1], linestyle="-.", linewidth=1.2,
+        ax.plot(x, held(target), color=NEUTRAL[1], linestyle="-.", linewidth=1.2,
                 label="target", gid="target")
     checked = c["checked_tokens"].to_numpy(dtype=float)
     if not np.array_equal(checked, c["tokens_before"].to_numpy(dtype=float)):
-        ax.plot(x, checked / 1000, color=NEUTRAL[1], linewidth=1, linestyle=(0, (4, 1, 1, 1)),
+        ax.plot(x, held(checked), color=NEUTRAL[1], linewidth=1, linestyle=(0, (4, 1, 1, 1)),
                 label="measured by the trigger", gid="checked")
     done = c["compacted"].to_numpy(dtype=bool)
     reported = np.where(_logged(replay, s, c, side), pd.to_numeric(c["input_total"],
                                                                   errors="coerce")
                         .to_numpy(dtype=float), np.nan)
     if np.isfinite(reported).any():
-        ax.plot(x, reported / 1000, color="black", linewidth=0.9, marker=".", markersize=3,
-                label="reported input_total (logged request)", gid="reported")
+        ax.plot(x, held(reported), color="black", linewidth=0.9, marker=".", markersize=3,
+                markevery=slice(1, None, 3), label="reported input_total (logged request)",
+                gid="reported")   # a dot at each call
     before = c["tokens_before"].to_numpy(dtype=float) / 1000
     after = c["tokens_after"].to_numpy(dtype=float) / 1000
-    if len(calls) == 1:       # the marks at the call itself
-        x, done, before, after = calls, done[:1], before[:1], after[:1]
+    x = calls                   # the marks at the calls themselves
     ax.vlines(x[done], after[done], before[done], colors="black", linewidth=1,
               gid="compaction-drops")
     ax.plot(x[done], before[done], "v", color="black", markersize=6, linestyle="none",
             label=f"compacted call ({int(done.sum()):,}): before → after" if done.any()
             else "_nothing compacted", gid="compactions")
-    idle = c["triggered"].to_numpy(dtype=bool)[:len(x)] & ~done
+    idle = c["triggered"].to_numpy(dtype=bool) & ~done
     if idle.any():
         ax.plot(x[idle], before[idle], "x", color=NEUTRAL[1], markersize=5, linestyle="none",
                 label=f"triggered, nothing hidden ({int(idle.sum())})", gid="triggered-idle")
