@@ -342,5 +342,46 @@ def claude_code_checks_df(transcript: Transcript, estimator: str | Estimator, *,
     return out[cols].astype({"threshold_tokens": "int64"}).reset_index(drop=True)
 
 
-__all__ = ["claude_code_checks_df", "compaction_points_df", "fidelity_df",
-           "fidelity_errors_df", "replay_rows", "threshold_bounds_df"]
+def overhead_notes(replayed: Any) -> list[str]:
+    """What a replay's fitted unrecorded overheads leave out: one line per estimator whose
+    fit was floored at 0 though the first call shows input the log does not hold
+    (`ctxlab.tokens.accuracy.floored_overheads`), for the CLI and the report to say.
+
+    Example:
+        >>> import ctxlab
+        >>> t = ctxlab.load("datasets/coding_session.jsonl")
+        >>> print(overhead_notes(ctxlab.replay(t, "neurolink"))[0][:72])
+        neurolink:anthropic counts more than the provider on this log's long req
+        >>> overhead_notes(ctxlab.replay(t, "claude-code"))
+        []
+    """
+    from ctxlab.tokens.accuracy import floored_overheads
+
+    log = replayed.settings.log
+    if log is None:             # overheads given, not fitted
+        return []
+    by_spec: dict[str, tuple[Estimator, list[str]]] = {}
+    for s in pd.unique(replayed.calls["session"].astype(str)) if len(replayed.calls) else []:
+        est = replayed.estimator(s)
+        by_spec.setdefault(est.spec, (est, []))[1].append(s)
+    notes = []
+    for spec, (est, sessions) in by_spec.items():
+        gaps = {s: v for s, v in floored_overheads(log, est).items() if s in sessions}
+        if not gaps:
+            continue
+        s, (reported, estimated) = next(iter(gaps.items()))
+        more = f" (and {len(gaps) - 1} more session{'s' if len(gaps) > 2 else ''})" \
+            if len(gaps) > 1 else ""
+        notes.append(
+            f"{spec} counts more than the provider on this log's long requests, so the "
+            f"unrecorded overhead fitted for it is 0: session {s}{more} reported "
+            f"{reported:,} input tokens at its first call against {estimated:,} estimated, "
+            f"so about {reported - estimated:,} tokens of system prompt and tool schemas "
+            f"are missing from every replayed request; an exact tokenizer (estimator "
+            f"tiktoken:o200k_base) or a calibration (ctxlab estimators --calibrate) fits "
+            f"this log better")
+    return notes
+
+
+__all__ = ["claude_code_checks_df", "compaction_points_df", "fidelity_df", "fidelity_errors_df",
+           "overhead_notes", "replay_rows", "threshold_bounds_df"]

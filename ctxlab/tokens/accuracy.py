@@ -229,6 +229,37 @@ def usage_errors_df(usage: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
+def floored_overheads(source: PartsSource, estimator: str | Estimator,
+                      ) -> dict[str, tuple[int, int]]:
+    """Sessions whose fitted overhead was floored at 0 while their first reporting call
+    shows input the log does not hold: ``session -> (reported, estimated)`` at that call.
+
+    An estimator that counts more than the provider does on long requests makes
+    ``reported − estimate`` negative at most calls: the median, and so the fit, is then
+    0, and the system prompt and tool schemas the log does not record (what the first
+    call's gap shows) are missing from every replayed request. A gap counts when it is
+    over 1,000 tokens and a quarter of the reported input; the fit needs `MIN_FIT_CALLS`.
+
+    Example:
+        >>> import ctxlab
+        >>> t = ctxlab.load("datasets/coding_session.jsonl")
+        >>> floored_overheads(t, "neurolink:anthropic")
+        {'611c338b-8032-4760-b911-90698b47d269': (14585, 157)}
+        >>> floored_overheads(t, "tiktoken:o200k_base")
+        {}
+    """
+    u = reported_usage_df(source, estimator)
+    u = u[(u["segment"] == 0) & u["input_total"].notna() & (u["input_total"] > 0)]
+    out: dict[str, tuple[int, int]] = {}
+    for session, g in u.groupby("session", sort=False):
+        first = g.iloc[0]
+        reported, est = int(first["input_total"]), int(first["est_content_tokens"])
+        if int(first["overhead_fitted_on"]) >= MIN_FIT_CALLS and \
+                int(first["overhead_tokens"]) == 0 and reported - est > max(1000, reported / 4):
+            out[str(session)] = (reported, est)
+    return out
+
+
 def session_overheads(source: PartsSource, estimator: str | Estimator) -> dict[str, int]:
     """Per session, the unrecorded overhead of its first segment (before any compaction).
 

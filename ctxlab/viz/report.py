@@ -204,8 +204,10 @@ def _settings(replay: Replay, source: Transcript, cells: _Cells) -> str:
              f"{overhead[0]:,} tokens" if overhead[0] == overhead[-1] else
              f"{overhead[0]:,}–{overhead[-1]:,} tokens per session"),
             ("load report", _load_report_text(source))]
+    from ctxlab.fidelity import overhead_notes
     from ctxlab.replay import calls_without_input
 
+    rows += [("overhead left out", note) for note in overhead_notes(replay)]
     bare = calls_without_input(source)
     if len(bare):
         rows.append(("not replayed", f"{len(bare):,} call{'' if len(bare) == 1 else 's'} "

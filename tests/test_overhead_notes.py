@@ -1,0 +1,40 @@
+"""A fitted overhead floored at 0 is said, not silent (`ctxlab.fidelity.overhead_notes`).
+
+The bundled demo (`make demo`: neurolink on `datasets/coding_session.jsonl`) counts with
+neurolink's heuristic, which counts more than the provider on long requests: the median
+gap is negative, the fit is 0, and the ~14k tokens of system prompt and tool schemas the
+first call shows were missing from every replayed request without a word.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import ctxlab
+from ctxlab.fidelity import overhead_notes
+from ctxlab.tokens.accuracy import floored_overheads, reported_usage_df
+from ctxlab.viz.report import report_html
+
+DEMO = Path(__file__).resolve().parents[1] / "datasets" / "coding_session.jsonl"
+
+
+def test_a_floored_overhead_is_named_with_what_the_first_call_shows():
+    t = ctxlab.load(DEMO)
+    u = reported_usage_df(t, "neurolink:anthropic")
+    first = u[u["input_total"].notna()].iloc[0]
+    assert int(first["overhead_tokens"]) == 0          # the fit, floored
+    (session, (reported, est)), = floored_overheads(t, "neurolink:anthropic").items()
+    assert (reported, est) == (int(first["input_total"]), int(first["est_content_tokens"]))
+    notes = overhead_notes(ctxlab.replay(t, "neurolink"))
+    assert len(notes) == 1 and session in notes[0] and f"{reported - est:,}" in notes[0]
+    # an exact tokenizer fits a real overhead: nothing to say; nor when it was given
+    assert floored_overheads(t, "tiktoken:o200k_base") == {}
+    assert overhead_notes(ctxlab.replay(t, "claude-code")) == []
+    assert overhead_notes(ctxlab.replay(t, "neurolink", overhead_tokens=14_000)) == []
+
+
+def test_the_report_says_it():
+    t = ctxlab.load(DEMO)
+    page = report_html(ctxlab.replay(t, "neurolink"), transcript=t)
+    assert "overhead left out" in page and "14,428 tokens of system prompt" in page
+    assert "overhead left out" not in report_html(ctxlab.replay(t, "claude-code"), transcript=t)
