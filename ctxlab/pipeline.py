@@ -31,7 +31,11 @@ from ctxlab.stages.grammar import view_grammar
 from ctxlab.tokens import Estimator, estimator as get_estimator
 from ctxlab.tokens.windows import guard_limit, output_reserve, resolve_window
 
-Limit = Literal["available", "effective", "window", "fixed"]
+Limit = Literal["available", "effective", "autocompact", "window", "fixed"]
+AUTOCOMPACT_OUTPUT = 20_000
+"""Claude Code's auto-compaction keeps ``min(max output, 20,000)`` for the summary's reply."""
+AUTOCOMPACT_BUFFER = 13_000
+"""And a further 13,000 tokens of buffer: it compacts past ``window − 20k − 13k``."""
 OnOver = Literal["send", "final"]
 TriggerOn = Literal["estimated", "reported"]
 
@@ -52,8 +56,9 @@ class Pipeline:
         target: stages stop once the request is at or under ``target × limit``
             (None: the threshold).
         limit: what the ratio is of: ``available`` (seed 000: window − output reserve),
-            ``effective`` (seed 002: window − 8,192 buffer − max output), ``window``, or
-            ``fixed`` (``limit_tokens``, e.g. seed 003's autoCompactThreshold).
+            ``effective`` (seed 002: window − 8,192 buffer − max output), ``autocompact``
+            (Claude Code: window − min(max output, 20k) − 13k, 167k of 200k), ``window``,
+            or ``fixed`` (``limit_tokens``, e.g. seed 003's autoCompactThreshold).
         limit_tokens: the limit when ``limit == "fixed"``.
         max_tokens: explicit max output tokens (output reserve), when the system sets one.
         trigger_layers: layers the trigger measures (None: the whole request). Seed 003's
@@ -101,6 +106,9 @@ class Pipeline:
                 or self.default_window <= 0):
             raise ConfigError(f"default_window must be a number of tokens > 0 or None, not "
                               f"{self.default_window!r}")
+        if self.limit not in ("available", "effective", "autocompact", "window", "fixed"):
+            raise ConfigError(f"limit must be 'available', 'effective', 'autocompact', "
+                              f"'window' or 'fixed', not {self.limit!r}")
         if self.limit == "fixed" and not (self.limit_tokens and self.limit_tokens > 0):
             raise ConfigError("limit='fixed' needs limit_tokens > 0")
         if self.trigger_on not in ("estimated", "reported"):
@@ -135,6 +143,10 @@ class Pipeline:
             return window
         if self.limit == "effective":   # no room at all: every request is over (seed 002)
             return max(guard_limit(window, max_output=self.max_tokens), 0)
+        if self.limit == "autocompact":
+            out = AUTOCOMPACT_OUTPUT if self.max_tokens is None \
+                else min(self.max_tokens, AUTOCOMPACT_OUTPUT)
+            return max(window - out - AUTOCOMPACT_BUFFER, 0)
         return window - output_reserve(window, self.max_tokens)
 
     def __str__(self) -> str:

@@ -33,8 +33,8 @@ preset                   behaviour
                          the 2 latest tool results, then keep the last 10 messages.
 ``observation-masking``  keep the 10 most recent tool outputs on every request (no trigger),
                          with a sliding window only if the window itself is exceeded.
-``claude-code``          Claude Code's auto-compaction as the real logs show it: over 83.5%
-                         of the window (167k of 200k), the whole conversation becomes one
+``claude-code``          Claude Code's auto-compaction as the real logs show it: past the
+                         window − 20k − 13k (167k of 200k), the whole conversation becomes one
                          summary, then the 5 most recently modified files are re-attached
                          (5k tokens each, 50k in all) and the plan. o200k tokens;
                          ``ctxlab.calibrate`` fits Claude's tokens better (pass
@@ -158,7 +158,8 @@ def claude_code(log: Transcript | Corpus | None = None) -> Pipeline:
     """Claude Code's auto-compaction (the ``claude-code`` preset), optionally for one log.
 
     Claude Code compacts when its context passes ``window − min(max output, 20k) − 13k``:
-    167k of a 200k window, 0.835 of it. It measures the reported usage of its last call
+    167k of a 200k window (the ``autocompact`` limit, at threshold 1.0; 67k of a 100k
+    window, where 83.5% of the window would be 83.5k). It measures the reported usage of its last call
     plus an estimate of what came after; on the real logs that check, rebuilt by
     `ctxlab.fidelity.claude_code_checks_df`, first passes 167k exactly at each recorded
     compaction (preTokens 167,094–170,251; every earlier check at most 166,772).
@@ -181,8 +182,8 @@ def claude_code(log: Transcript | Corpus | None = None) -> Pipeline:
         from ctxlab.summarizers.recorded import recorded_summarizer
         summarize = claude_code_summarize(summarizer=recorded_summarizer(log).name)
     return Pipeline(name="claude-code", stages=(Reattach(summarize=summarize),),
-                    post=stages_from(["repair"]), threshold=0.835, trigger_on="reported",
-                    limit="window", estimator="tiktoken:o200k_base",
+                    post=stages_from(["repair"]), threshold=1.0, trigger_on="reported",
+                    limit="autocompact", estimator="tiktoken:o200k_base",
                     description="Claude Code: one summary, then recent files and the plan")
 
 

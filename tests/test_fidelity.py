@@ -147,8 +147,8 @@ def test_the_trigger_is_167k_of_200k_not_92_percent(spotter):
     b = pd.concat([threshold_bounds_df(t, window=WINDOW) for t in logs.values()])
     lower, upper = int(b["lower_tokens"].max()), int(b["upper_tokens"].min())
     assert (lower, upper) == (165_894, 167_094)
-    # Claude Code's window - min(max output, 20k) - 13k lies inside; so does the
-    # preset's 0.835 of the window (the same number for a 200k window) ...
+    # Claude Code's window - min(max output, 20k) - 13k lies inside, the preset's
+    # autocompact limit ...
     assert lower < WINDOW - 20_000 - 13_000 <= upper
     p = ctxlab.preset("claude-code")
     assert lower < p.threshold * p.limit_for(WINDOW) <= upper

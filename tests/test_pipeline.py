@@ -397,8 +397,10 @@ def test_a_pipelines_text_names_the_stages_that_run_without_the_trigger():
         "(fixed)")
     assert str(preset("neuron")) == ("neuron: clear_tool_results > keep_last at 100% of "
                                      "100,000 tokens (fixed)")
-    # the threshold as set (it read "84%" for Claude Code's 83.5%)
-    assert str(preset("claude-code")) == "claude-code: reattach at 83.5% of window"
+    # the threshold as set (it read "84%" for 83.5%)
+    assert str(preset("claude-code")) == "claude-code: reattach at 100% of autocompact"
+    assert str(preset("claude-code").with_threshold(0.835)) == \
+        "claude-code: reattach at 83.5% of autocompact"
 
 
 def test_a_field_of_the_wrong_type_is_a_config_error():
@@ -424,3 +426,11 @@ def test_a_window_given_to_a_fixed_limit_pipeline_says_what_it_does_not_do(capsy
     configs, cols = expand({"preset": ["neuron", "neurolink"], "window": [50_000, None]})
     notes = [c.columns(cols)["note"] for c in configs]
     assert notes[1:] == [None, None, None] and "fixed 100,000 tokens" in notes[0]
+
+
+def test_an_unknown_limit_is_an_error_not_the_available_input():
+    """A misspelt limit fell through to ``available`` (window − output reserve)."""
+    from ctxlab.pipeline import Pipeline
+    with pytest.raises(ConfigError, match="'autocompact'"):
+        Pipeline(name="x", limit="autocompat")
+    assert Pipeline(name="x", limit="autocompact").limit_for(200_000) == 167_000

@@ -381,8 +381,12 @@ def test_a_second_compaction_reattaches_from_the_first_ones_files():
 def test_the_claude_code_preset_uses_it():
     p = ctxlab.preset("claude-code")
     assert [s.name for s in p.stages] == ["reattach"] and [s.name for s in p.post] == ["repair"]
-    assert (p.limit, p.threshold, p.estimator) == ("window", 0.835, "tiktoken:o200k_base")
+    assert (p.limit, p.threshold, p.estimator) == ("autocompact", 1.0, "tiktoken:o200k_base")
     assert p.limit_for(200_000) * p.threshold == pytest.approx(167_000)
+    # Claude Code's rule at any window (83.5% of a 100k window would be 83.5k), and with
+    # a max output under its 20k reserve
+    assert p.limit_for(100_000) == 67_000
+    assert replace(p, max_tokens=8_000).limit_for(200_000) == 179_000
     assert p.stages[0] == Reattach() and p == claude_code()
     # for a log: its recorded summaries, through a registered summarizer of its own
     t = ctxlab.load(DATASETS / "coding_session.jsonl")

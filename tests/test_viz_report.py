@@ -268,11 +268,12 @@ def test_the_longest_real_claude_code_session_gives_a_report_under_5_mb(tmp_path
 
 
 def test_the_settings_give_the_trigger_as_set():
-    """claude-code triggers at 83.5% of its limit: the settings say so (they said 84%, while
-    the summary and the plot legend on the same page say 83.5%)."""
+    """A trigger at 83.5% of the limit: the settings say so (they said 84%, while the
+    summary and the plot legend on the same page say 83.5%)."""
     t = ctxlab.load(DATASETS / "coding_session_b.jsonl")
-    page = report_html(ctxlab.replay(t, "claude-code", window=100_000), transcript=t)
-    assert "tokens over 83.5% of the window limit" in page
+    p = ctxlab.preset("claude-code").with_threshold(0.835)
+    page = report_html(ctxlab.replay(t, p, window=100_000), transcript=t)
+    assert "tokens over 83.5% of the autocompact limit" in page
     page = report_html(ctxlab.replay(t, "neuron", window=100_000), transcript=t)
     assert "tokens over 100% of the fixed limit" in page
 
