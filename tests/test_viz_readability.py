@@ -432,3 +432,21 @@ def test_replays_of_two_pipelines_colour_a_shared_stage_alike(coding):
     a, b = replay_stage_colours(coding), replay_stage_colours(other)
     assert {"prune", "truncate"} <= set(a) & set(b)
     assert all(a[s] == b[s] for s in set(a) & set(b))
+
+
+def test_reported_usage_takes_a_transcript_too():
+    """The README lists it beside plots that take a replay: a transcript raised a raw
+    TypeError ('Transcript' object is not subscriptable)."""
+    import ctxlab
+    from ctxlab.errors import ConfigError
+    from ctxlab.viz.plots import REPORTED_ESTIMATORS, plot_reported_usage
+
+    t = ctxlab.load(DATASETS / "coding_session_b.jsonl")
+    fig = plot_reported_usage(t)
+    labels = [line.get_label() for line in fig.axes[0].get_lines()]
+    assert labels[0] == "reported input_total"
+    assert [lab.split(" (")[0] for lab in labels[1:]] == list(REPORTED_ESTIMATORS)
+    fig = plot_reported_usage(t, estimators=["chars:4"])
+    assert len(fig.axes[0].get_lines()) == 2
+    with pytest.raises(ConfigError, match="reported_usage_df results or a transcript"):
+        plot_reported_usage([1, 2])

@@ -10,7 +10,8 @@ estimator figures and re-exports the replay figures (`ctxlab.viz.plots_replay`,
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -120,19 +121,38 @@ def plot_estimators(compared: pd.DataFrame, *, by: str = "content_class",
     return fig
 
 
+REPORTED_ESTIMATORS = ("chars:4", "neurolink:anthropic", "tiktoken:o200k_base")
+"""What `plot_reported_usage` of a transcript draws: a heuristic, a seed's, a tokenizer."""
+
+
+def _usage_of(source: Any, estimators: Sequence[str] | None) -> pd.DataFrame:
+    """`reported_usage_df` of a transcript or corpus for several estimators."""
+    from ctxlab.tokens.accuracy import reported_usage_df
+
+    if not (hasattr(source, "frame") and hasattr(source, "calls")):
+        raise ConfigError(f"plot_reported_usage takes ctxlab.reported_usage_df results or a "
+                          f"transcript, not {type(source).__name__}")
+    return pd.concat([reported_usage_df(source, e)
+                      for e in (estimators or REPORTED_ESTIMATORS)], ignore_index=True)
+
+
 @literal_text
-def plot_reported_usage(usage: pd.DataFrame, *, session: str | None = None,
-                        ax: Axes | None = None) -> Figure:
+def plot_reported_usage(usage: Any, *, estimators: Sequence[str] | None = None,
+                        session: str | None = None, ax: Axes | None = None) -> Figure:
     """Reported ``input_total`` per call against each estimator's estimate.
 
     Args:
-        usage: `ctxlab.reported_usage_df` results (several estimators concatenated).
+        usage: `ctxlab.reported_usage_df` results (several estimators concatenated), or
+            a transcript (or corpus) to compute them for ``estimators``.
+        estimators: with a transcript, the estimator specs (None: `REPORTED_ESTIMATORS`).
         session: which session to draw (default: the one with the most calls).
         ax: draw into this axes instead of a new figure.
 
     The reported usage is black; an estimator has the same colour in every figure
     (`ctxlab.viz.style.estimator_colours`).
     """
+    if not isinstance(usage, pd.DataFrame):
+        usage = _usage_of(usage, estimators)
     reported = usage[usage["input_total"].notna()]
     if reported.empty:
         raise ConfigError("the calls report no input usage (input_total): there is nothing "
