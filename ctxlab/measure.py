@@ -17,6 +17,8 @@ the pipeline's own estimator it gives ``Replay.calls["tokens_after"]`` exactly (
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -66,7 +68,7 @@ def request_tokens(r: Replay, measure: str | Estimator) -> np.ndarray:
     out = np.full(len(calls), np.nan)
     for spec, members in groups.values():
         est = get_estimator(spec)
-        sums = call_sums(t, {"content": est.count_parts(t.frame)})
+        sums = call_sums(t, {"content": _counts(est, t.frame, r.base.frame)})
         m = sums["messages"].to_numpy()
         framing = est.per_message * m + np.where(m > 0, est.per_conversation, 0)
         over = _fitted_overheads(log, r.settings.pipeline, spec) if log is not None \
@@ -79,6 +81,39 @@ def request_tokens(r: Replay, measure: str | Estimator) -> np.ndarray:
         want = pd.MultiIndex.from_arrays([sessions[mine], calls["call"].to_numpy()[mine]])
         out[mine] = keyed.reindex(want).to_numpy()
     return np.rint(out)
+
+
+_BASE_COUNTS: OrderedDict[tuple[int, str], tuple[pd.DataFrame, np.ndarray]] = OrderedDict()
+_BASE_KEPT = 4
+_LOCK = threading.Lock()       # a Dask worker runs tasks in threads
+
+
+def _counts(est: Estimator, frame: pd.DataFrame, base: pd.DataFrame) -> np.ndarray:
+    """``est``'s count of every part of a replay's frame: the parts of the replayed log
+    (``base``, one frame for every replay of a session in a sweep) counted once and
+    remembered for the last `_BASE_KEPT` logs, the inserted ones each time."""
+    parts = frame["part"].to_numpy(dtype=np.int64)
+    base_parts = base["part"].to_numpy(dtype=np.int64)
+    if len(np.unique(base_parts)) != len(base_parts):     # ids repeat: count them all
+        return np.asarray(est.count_parts(frame), dtype=np.float64)
+    key = (id(base), est.spec)
+    with _LOCK:
+        got = _BASE_COUNTS.get(key)
+    if got is None or got[0] is not base:
+        got = (base, np.asarray(est.count_parts(base), dtype=np.float64))
+        with _LOCK:
+            _BASE_COUNTS[key] = got
+            while len(_BASE_COUNTS) > _BASE_KEPT:
+                _BASE_COUNTS.popitem(last=False)
+    order = np.argsort(base_parts, kind="stable")
+    at = np.searchsorted(base_parts[order], parts)
+    at = np.minimum(at, len(order) - 1) if len(order) else at
+    known = base_parts[order][at] == parts if len(order) else np.zeros(len(parts), bool)
+    out = np.empty(len(parts), dtype=np.float64)
+    out[known] = got[1][order[at[known]]]
+    if not known.all():
+        out[~known] = est.count_parts(frame[~known])
+    return out
 
 
 def _filled(measure: str | Estimator, t: Transcript, session: str) -> str | Estimator:
