@@ -10,6 +10,7 @@ import json
 from collections import Counter
 from typing import Any
 
+import pandas as pd
 from hypothesis import strategies as st
 
 from ctxlab.schema import Transcript
@@ -93,3 +94,14 @@ def assert_accounts(t: Transcript, expected: list[str]) -> None:
     assert not missing, f"records without exactly one report entry: {missing[:5]}"
     t.validate()
     assert t.load_report.records["status"].isin(["used", "ignored", "skipped"]).all()
+
+
+ORPHAN = "has no matching tool call before it"
+"""What the load report says of a tool result whose call is not before it."""
+
+
+def orphan_entries(t: Transcript) -> list[tuple[int | None, str]]:
+    """``(line, where)`` of the report's entries for tool results without their call."""
+    r = t.load_report.records
+    hit = r[(r["record"] == "tool_result") & r["reason"].fillna("").str.contains(ORPHAN)]
+    return [(None if pd.isna(v) else int(v), str(w)) for v, w in zip(hit["line"], hit["where"])]

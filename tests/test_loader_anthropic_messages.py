@@ -12,7 +12,8 @@ import ctxlab
 from ctxlab.errors import LoadError
 from ctxlab.loaders import registry
 
-from corrupt_strategies import assert_accounts, corrupt, corruptions, expected_wheres
+from corrupt_strategies import (assert_accounts, corrupt, corruptions, expected_wheres,
+                                orphan_entries)
 from golden import check_golden
 
 TOOLS = [{"name": "Read", "description": "Read a file",
@@ -203,3 +204,23 @@ def test_conversation_usage_goes_to_a_single_call_only(tmp_path: Path):
     t = ctxlab.load(tmp_path / "r.jsonl", format="anthropic_messages")
     assert t.calls["input_total"].isna().all()
     assert t.meta["conversation_usage"] == {"req": usage}
+
+
+def test_a_tool_result_without_its_tool_use_is_kept_and_reported(tmp_path: Path):
+    """A tool_result block whose tool_use_id no earlier tool_use has: its text and image
+    parts are kept, and one report entry names the record and the id."""
+    req = request()
+    req["messages"][2]["content"][0]["tool_use_id"] = "toolu_gone"
+    p = tmp_path / "req.json"
+    p.write_text(json.dumps(req), encoding="utf-8")
+    t = ctxlab.load(p)
+    assert orphan_entries(t) == [(None, "messages[2] tool_result toolu_gone")]
+    f = t.frame
+    assert f.loc[f["tool_call_id"] == "toolu_gone", "kind"].tolist() == ["tool_result", "image"]
+    lines = tmp_path / "reqs.jsonl"
+    lines.write_text(json.dumps(request()) + "\n" + json.dumps(req) + "\n", encoding="utf-8")
+    t = ctxlab.load(lines, format="anthropic_messages")
+    assert orphan_entries(t) == [(2, "line 2 messages[2] tool_result toolu_gone")]
+    with pytest.raises(LoadError, match=rf"{lines}:2 \(line 2 messages\[2\] tool_result "
+                                        rf"toolu_gone\): tool result for call id 'toolu_gone'"):
+        ctxlab.load(lines, format="anthropic_messages", strict=True)

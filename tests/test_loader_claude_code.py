@@ -11,9 +11,10 @@ from hypothesis import given, settings
 
 import ctxlab
 from conftest import DATASETS as DATASETS_DIR, realdata_path
-from corrupt_strategies import assert_accounts, corrupt, corruptions, expected_wheres
+from corrupt_strategies import (assert_accounts, corrupt, corruptions, expected_wheres,
+                                orphan_entries)
 from ctxlab.errors import LoadError
-from ctxlab.loaders import claude_code
+from ctxlab.loaders import claude_code, claude_code_chain
 from golden import check_golden
 
 SPOTTER = {  # session -> (calls, preTokens, last pre-compaction prompt total) per FORMATS.md
@@ -36,8 +37,11 @@ def lines_of(path: Path) -> list[int]:
 
 
 def assert_every_line_once(t: ctxlab.Transcript, path: Path) -> None:
+    """Each line of the file has one entry of its own (an entry for a piece of a record,
+    ``line 12 tool_result t1``, sits beside it)."""
     rep = t.load_report.records
-    got = sorted(rep.loc[rep["file"] == str(path), "line"].astype(int).tolist())
+    whole = rep["where"].str.split(" ").str.len() <= 2
+    got = sorted(rep.loc[(rep["file"] == str(path)) & whole, "line"].astype(int).tolist())
     assert got == lines_of(path)
 
 
@@ -193,6 +197,7 @@ def test_vibecodingtracker_resumed_session() -> None:
 def test_strict_raises_on_corrupted_real_copy(tmp_path: Path) -> None:
     src = realdata_path("claude_code/vibecodingtracker/claude_code.jsonl")
     lines = src.read_text(encoding="utf-8").split("\n")
+    cid = claude_code_chain.tool_use_ids(json.loads(lines[9]))[0]    # the call of line 10
     lines[9] = lines[9][: len(lines[9]) // 2]
     p = tmp_path / "copy.jsonl"
     p.write_text("\n".join(lines), encoding="utf-8")
@@ -200,7 +205,8 @@ def test_strict_raises_on_corrupted_real_copy(tmp_path: Path) -> None:
         ctxlab.load(p, strict=True)
     assert f"{p}:10" in str(e.value)
     t = ctxlab.load(p)
-    assert t.load_report.skipped["line"].tolist() == [10]
+    assert t.load_report.skipped["line"].tolist() == [10, 12]
+    assert orphan_entries(t) == [(12, f"line 12 tool_result {cid}")]   # its result: kept
     assert_every_line_once(t, p)
 
 
@@ -419,8 +425,9 @@ def test_shape_errors_are_skipped_not_raised(tmp_path: Path) -> None:
     p = write(tmp_path, recs)
     t = ctxlab.load(p)
     skipped = t.load_report.skipped.set_index("line")["reason"]
-    assert sorted(skipped.index) == [4, 9, 28, 29]
+    assert sorted(skipped.index) == [4, 9, 10, 28, 29]
     assert skipped[4].startswith("unexpected shape")
+    assert orphan_entries(t) == [(10, "line 10 tool_result t2")]    # the Bash call was line 9
     assert_every_line_once(t, p)
     with pytest.raises(LoadError, match=rf"{p.name}:(4|9|28|29): "):
         ctxlab.load(p, strict=True)
@@ -495,7 +502,11 @@ def test_a_lost_line_does_not_cut_the_conversation_before_it(tmp_path: Path,
     p.write_text("\n".join(lines), encoding="utf-8")
     t = ctxlab.load(p)
     rep = t.load_report.records
-    assert rep.loc[rep["status"] == "skipped", "line"].tolist() == [lost]
+    orphans = orphan_entries(t)     # results of the lost line's tool calls: kept, reported
+    assert {w.split(" ")[-1] for _, w in orphans} <= \
+        set(claude_code_chain.tool_use_ids(recs[lost - 1]))
+    assert rep.loc[rep["status"] == "skipped", "line"].tolist() == \
+        sorted([lost] + [line for line, _ in orphans])
     assert (rep["reason"] == claude_code.OFF_CHAIN).sum() <= 2
     assert len(t.calls) >= len(whole.calls) - 1
     assert t.meta.get("chain_bridged") and "chain_bridged" not in whole.meta
@@ -841,3 +852,25 @@ def test_a_message_without_its_parent_after_a_boundary_or_attachment_keeps_it(
                  encoding="utf-8")
     t = ctxlab.load(p)
     assert len(t.events) == 1 and t.meta["chain_bridged"] == {f"mc.jsonl:{nxt + 2}": at + 1}
+
+
+def test_a_tool_result_without_its_tool_use_is_kept_and_reported(tmp_path: Path) -> None:
+    """A tool result on the conversation whose tool_use is not in the file (or answers no
+    earlier call): kept, unlinked, and reported at its line; --strict stops there."""
+    g = _Log()
+    g.user("Fix the bug")
+    g.assistant("msg_1", {"type": "tool_use", "id": "t1", "name": "Read",
+                          "input": {"file_path": "/w/a.py"}}, _usage(10, 0, 0, 3))
+    g.user([{"type": "tool_result", "tool_use_id": "t1", "content": "print(1)"}])
+    g.assistant("msg_2", {"type": "text", "text": "Checking."}, _usage(12, 0, 0, 2))
+    g.user([{"type": "tool_result", "tool_use_id": "t_gone", "content": "lost output"},
+            {"type": "tool_result", "tool_use_id": "t1", "content": "again"}])     # line 5
+    g.assistant("msg_3", {"type": "text", "text": "Done."}, _usage(14, 0, 0, 2))
+    p = write(tmp_path, g.records)
+    t = ctxlab.load(p)
+    assert orphan_entries(t) == [(5, "line 5 tool_result t_gone")]
+    f = t.frame
+    assert f.loc[f["tool_call_id"] == "t_gone", "content"].tolist() == ["lost output"]
+    assert_accounts(t, expected_wheres(p.read_bytes(), jsonl=True))  # its own entry: used
+    with pytest.raises(LoadError, match=rf"{p}:5 .*call id 't_gone'"):
+        ctxlab.load(p, strict=True)

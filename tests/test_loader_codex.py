@@ -16,7 +16,8 @@ import ctxlab
 from ctxlab.errors import LoadError
 from ctxlab.loaders import codex
 from conftest import realdata_path
-from corrupt_strategies import corrupt, corruptions, expected_wheres, record_wheres
+from corrupt_strategies import (corrupt, corruptions, expected_wheres, orphan_entries,
+                                record_wheres)
 from golden import check_golden
 
 REAL = "codex_cli/vibecodingtracker/codex.jsonl"
@@ -450,3 +451,34 @@ def test_a_compaction_item_outside_a_compacted_record_is_reported(tmp_path: Path
     assert t.frame["content"].tolist() == ["Be brief.", "hi", "again"]
     sk = t.load_report.skipped
     assert sk["line"].tolist() == [3] and "outside a `compacted` record" in sk["reason"].iloc[0]
+
+
+def test_a_tool_output_without_its_call_is_kept_and_reported(tmp_path: Path) -> None:
+    """A function_call_output whose call_id no earlier call has (its call's line is not in
+    the rollout): kept, unlinked, and reported at its line; --strict stops there."""
+    lines = fixture_lines()[:-2]                          # (not its unknown record)
+    lines[9] = lines[10].replace('"c1"', '"c_gone"')      # line 10: an output, not its call
+    p = write(tmp_path, lines)
+    t = ctxlab.load(p)
+    assert orphan_entries(t) == [(10, "line 10 tool_result c_gone"),
+                                 (11, "line 11 tool_result c1")]
+    f = t.frame
+    assert (f.loc[f["tool_call_id"].isin(["c_gone", "c1"]), "kind"] == "tool_result").all()
+    assert record_wheres(t) == sorted(expected_wheres(p.read_bytes(), jsonl=True))
+    with pytest.raises(LoadError, match=rf"{p}:10 .*call id 'c_gone'"):
+        ctxlab.load(p, strict=True)
+
+
+@pytest.mark.realdata
+def test_real_rollout_without_a_call_line_reports_its_output(tmp_path: Path) -> None:
+    """The real rollout has no orphan output; without the line of its first function_call
+    (a copy in tmp), that call's output is kept and reported at its own line."""
+    src = realdata_path(REAL)
+    assert orphan_entries(ctxlab.load(src)) == []
+    lines = src.read_text(encoding="utf-8").split("\n")
+    at = next(i for i, x in enumerate(lines) if '"type":"function_call"' in x.replace(" ", ""))
+    cid = json.loads(lines[at])["payload"]["call_id"]
+    out = next(i for i, x in enumerate(lines) if '"function_call_output"' in x and cid in x)
+    p = tmp_path / "rollout.jsonl"
+    p.write_text("\n".join(lines[:at] + lines[at + 1:]), encoding="utf-8")
+    assert orphan_entries(ctxlab.load(p)) == [(out, f"line {out} tool_result {cid}")]

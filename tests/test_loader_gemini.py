@@ -17,7 +17,7 @@ import ctxlab
 from ctxlab.errors import LoadError
 from ctxlab.loaders import gemini
 from conftest import realdata_path
-from corrupt_strategies import corrupt, corruptions, expected_wheres
+from corrupt_strategies import corrupt, corruptions, expected_wheres, orphan_entries
 from golden import check_golden
 
 JSONL = "gemini_cli/vibecodingtracker/gemini.jsonl"
@@ -396,3 +396,24 @@ def test_a_message_whose_type_is_no_string_is_reported(tmp_path: Path) -> None:
     t = ctxlab.load(p)
     rep = t.load_report.records.set_index("line")
     assert rep.loc[3, "status"] == "skipped"
+
+
+def test_a_function_response_without_its_call_is_kept_and_reported(tmp_path: Path) -> None:
+    """A user message answering a call id no earlier gemini message made, and a tool call
+    whose result names another id: each result is kept, unlinked, and reported."""
+    recs = fixture_records()
+    recs.insert(3, {"id": "u9", "timestamp": "2026-01-01T00:00:01Z", "type": "user",
+                    "content": [{"functionResponse": {"id": "x_gone", "name": "read_file",
+                                                      "response": {"output": "old"}}}]})
+    k = recs.index(G1_DONE)
+    other = _call("t1", "read_file", {"file_path": "a.py"}, "print(1)")
+    other["result"][0]["functionResponse"]["id"] = "t1_other"
+    recs[k] = {**G1_DONE, "toolCalls": [other]}
+    p = write(tmp_path, recs)
+    t = ctxlab.load(p)
+    assert orphan_entries(t) == [(4, "line 4 tool_result x_gone"),
+                                 (7, "line 7 tool_result t1_other")]
+    f = t.frame
+    assert f.loc[f["kind"] == "tool_result", "tool_call_id"].tolist() == ["x_gone", "t1_other"]
+    with pytest.raises(LoadError, match=rf"{p}:4 .*call id 'x_gone'"):
+        ctxlab.load(p, strict=True)

@@ -19,6 +19,7 @@ from ctxlab.errors import LoadError
 from ctxlab.loaders import inspect_ai
 from ctxlab.schema import Transcript
 from conftest import realdata_path
+from corrupt_strategies import orphan_entries
 from golden import check_golden
 
 BROWSER = "inspect_ai/2025-05-12T20-27-36-04-00_browser.json"
@@ -313,8 +314,11 @@ def test_corruption_is_reported_or_raises(tmp_path_factory: pytest.TempPathFacto
     assert t.load_report.parts_made == len(t.frame)
     wheres = t.load_report.records["where"]
     differs = wheres.str.endswith(".input")   # a call's input unlike its conversation
+    # a tool message whose call was dropped: an entry beside its message's own
+    orphan = wheres.isin([w for _, w in orphan_entries(t)])
+    assert all(w.split(" ")[0] in set(wheres[~orphan]) for w in wheres[orphan])
     if op in ("drop", "dup", "replace"):
-        assert sorted(wheres[~differs]) == expected_wheres(log)
+        assert sorted(wheres[~differs & ~orphan]) == expected_wheres(log)
     if not differs.all() and op == "drop" and key == "messages" and i == 0:
         assert differs.any()        # the first message was sent to every call
     assert wheres.is_unique
@@ -352,3 +356,19 @@ def test_a_call_sent_other_messages_than_its_conversation_is_reported(tmp_path: 
     rep = t.load_report.records
     assert "Inspect's own compaction" in rep.loc[rep["where"] == f"samples[0].events[{j}]",
                                                  "reason"].iloc[0]
+
+
+def test_a_tool_message_without_its_call_is_kept_and_reported(tmp_path: Path) -> None:
+    """A tool message whose tool_call_id no earlier assistant message called: kept,
+    unlinked, reported at its message, in .json and .eval logs alike."""
+    log = fixture_log()
+    log["samples"][0]["messages"][2]["tool_call_id"] = "c_gone"
+    t = ctxlab.load(write_json(tmp_path, log))
+    assert orphan_entries(t) == [(None, "samples[0].messages[2] tool_result c_gone")]
+    f = t.frame
+    assert f.loc[f["tool_call_id"] == "c_gone", "kind"].tolist() == ["tool_result"]
+    t = ctxlab.load(write_eval(tmp_path, log))
+    assert orphan_entries(t) == [(None, "samples/s1_epoch_2.json#messages[2] tool_result c_gone")]
+    with pytest.raises(LoadError, match=r"messages\[2\] tool_result c_gone\): tool result for "
+                                        r"call id 'c_gone'"):
+        ctxlab.load(write_json(tmp_path, log), strict=True)

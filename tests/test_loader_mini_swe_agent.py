@@ -15,7 +15,8 @@ from ctxlab.loaders import registry
 from ctxlab.loaders.mini_swe_agent import NEVER_SENT
 
 from conftest import realdata_path
-from corrupt_strategies import assert_accounts, corrupt, corruptions, expected_wheres
+from corrupt_strategies import (assert_accounts, corrupt, corruptions, expected_wheres,
+                                orphan_entries)
 from golden import check_golden
 
 REAL = {"astropy": "mini_swe_agent/astropy__astropy-12907.traj.json",
@@ -228,3 +229,16 @@ def test_a_usage_count_that_is_no_count_is_reported_once(tmp_path: Path) -> None
     sk = t.load_report.skipped
     assert len(sk) == 1 and "token count '5614' is not" in sk["reason"].iloc[0]
     assert pd.isna(t.calls["input_total"].iloc[0]) and t.calls["output_tokens"].iloc[0] == 9
+
+
+def test_a_tool_message_without_its_call_is_kept_and_reported(tmp_path: Path):
+    """1.1: a tool message whose tool_call_id no earlier assistant message called: kept,
+    unlinked, reported at its message."""
+    doc = trajectory_v11()
+    doc["messages"][3]["tool_call_id"] = "call_gone"
+    p = write(tmp_path, doc)
+    t = ctxlab.load(p)
+    assert orphan_entries(t) == [(None, "messages[3] tool_result call_gone")]
+    assert (t.frame["tool_call_id"] == "call_gone").sum() == 1
+    with pytest.raises(LoadError, match=r"messages\[3\] tool_result call_gone"):
+        ctxlab.load(p, strict=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import ctxlab
 from ctxlab.errors import LoadError
@@ -15,7 +16,8 @@ from ctxlab.loaders import registry
 from ctxlab.loaders.message_lists import sniff_style
 
 from conftest import realdata_path
-from corrupt_strategies import assert_accounts, corrupt, corruptions, expected_wheres
+from corrupt_strategies import (assert_accounts, corrupt, corruptions, expected_wheres,
+                                orphan_entries)
 from golden import check_golden
 
 TOOLS = [{"type": "function", "function": {
@@ -272,3 +274,48 @@ def test_a_token_count_that_is_no_count_is_reported_not_dropped_silently(tmp_pat
     assert "token counts '120', -3 are not a whole number" in sk["reason"].iloc[0]
     with pytest.raises(LoadError, match=r"odd.jsonl:4 .*'120', -3 are not a whole number"):
         ctxlab.load(p, strict=True)
+
+
+def test_a_tool_result_without_its_call_is_kept_and_reported(tmp_path: Path):
+    """A tool message whose tool_call_id no earlier assistant message called: the result
+    is kept (unlinked) and the load report names its record and the id; --strict stops
+    there, as at a refused count."""
+    msgs = conversation()
+    msgs.insert(5, {"role": "tool", "tool_call_id": "call_gone",
+                    "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]})
+    p = write_json(tmp_path / "orphan.json", msgs)
+    t = ctxlab.load(p)
+    assert orphan_entries(t) == [(None, "[5] tool_result call_gone")]   # one per record
+    f = t.frame
+    assert (f.loc[f["tool_call_id"] == "call_gone", "kind"] == "tool_result").sum() == 2
+    assert "'call_gone'" in t.load_report.skipped["reason"].iloc[0]
+    with pytest.raises(LoadError, match=r"orphan\.json \(\[5\] tool_result call_gone\): "
+                                        r"tool result for call id 'call_gone'"):
+        ctxlab.load(p, strict=True)
+    lines = write_jsonl(tmp_path / "orphan.jsonl", msgs)
+    assert orphan_entries(ctxlab.load(lines)) == [(6, "line 6 tool_result call_gone")]
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(st.tuples(st.booleans(), st.sampled_from("abcd")), max_size=12))
+def test_every_result_without_an_earlier_call_is_reported_once(steps: list, tmp_path: Path):
+    """Generated conversations: an assistant message calling tool id X, or a tool message
+    answering X, in any order. The report lists exactly the results whose id no earlier
+    message called, at their record; every result stays a part."""
+    msgs: list[dict] = [{"role": "user", "content": "go"}]
+    called: set[str] = set()
+    want = []
+    for is_call, cid in steps:
+        if is_call:
+            msgs.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": cid, "type": "function", "function": {"name": "ls", "arguments": "{}"}}]})
+            called.add(cid)
+        else:
+            msgs.append({"role": "tool", "tool_call_id": cid, "content": "out"})
+            if cid not in called:
+                want.append((None, f"[{len(msgs) - 1}] tool_result {cid}"))
+    t = ctxlab.load(write_json(tmp_path / "gen.json", msgs), format="openai_messages")
+    assert orphan_entries(t) == want
+    assert (t.frame["kind"] == "tool_result").sum() == sum(not c for c, _ in steps)
+    assert_accounts(t, [f"[{j}]" for j in range(len(msgs))])

@@ -16,6 +16,7 @@ from ctxlab.errors import LoadError
 from ctxlab.loaders import openhands
 from golden import check_golden
 from conftest import realdata_path
+from corrupt_strategies import orphan_entries
 
 REAL = ["basic.json", "basic_gui_mode.json"]
 
@@ -405,3 +406,21 @@ def test_a_call_that_added_no_part_keeps_what_a_later_condensation_forgot(tmp_pa
     b = ['execute_bash({"command": "B"})', "OUT-B"]
     assert inputs[2] == ["TASK", *a, *b]            # the empty response's call: before
     assert inputs[3] == ["TASK", *b]                # the next call: after
+
+
+def test_an_observation_answering_an_unknown_call_is_kept_and_reported(tmp_path: Path) -> None:
+    """An observation whose tool_call_id no earlier action or response called (and that
+    carries no model response to rebuild the call from): kept, unlinked, reported."""
+    events = fixture_events()
+    events.insert(3, {"id": 20, "source": "agent", "observation": "run", "cause": 19,
+                      "content": "stale output", "extras": {},
+                      "tool_call_metadata": {"function_name": "execute_bash",
+                                             "tool_call_id": "t_gone"}})
+    p = write(tmp_path, events)
+    t = ctxlab.load(p)
+    assert orphan_entries(t) == [(None, "[3] tool_result t_gone")]
+    f = t.frame
+    assert f.loc[f["tool_call_id"] == "t_gone", "content"].tolist() == ["stale output"]
+    with pytest.raises(LoadError, match=r"\(\[3\] tool_result t_gone\): tool result for call "
+                                        r"id 't_gone'"):
+        ctxlab.load(p, strict=True)

@@ -13,7 +13,8 @@ from ctxlab.errors import LoadError
 from ctxlab.loaders import registry
 
 from conftest import realdata_path
-from corrupt_strategies import assert_accounts, corrupt, corruptions, expected_wheres
+from corrupt_strategies import (assert_accounts, corrupt, corruptions, expected_wheres,
+                                orphan_entries)
 from golden import check_golden
 
 # file -> (assistant messages == api_calls, tokens_sent, tokens_received, history, trajectory)
@@ -224,3 +225,16 @@ def test_demonstrations_keep_their_tool_calls_and_results(tmp_path: Path):
     assert first["tool_call_id"].tolist()[3:5] == ["call_demo", "call_demo"]
     assert len(t.calls) == 1 and t.load_report.skipped.empty
     assert (t.frame["turn"] == 1).sum() == 3          # the real task and the call: one turn
+
+
+def test_a_tool_message_without_its_call_is_kept_and_reported(tmp_path: Path):
+    """>= 1.0: a tool message whose tool_call_ids names no earlier call: kept, unlinked,
+    reported at its history element."""
+    doc = trajectory_v1()
+    doc["history"][4]["tool_call_ids"] = ["toolu_gone"]
+    p = write(tmp_path, doc)
+    t = ctxlab.load(p)
+    assert orphan_entries(t) == [(None, "history[4] tool_result toolu_gone")]
+    assert_accounts(t, [f"history[{k}]" for k in range(len(doc["history"]))])
+    with pytest.raises(LoadError, match=r"history\[4\] tool_result toolu_gone"):
+        ctxlab.load(p, strict=True)

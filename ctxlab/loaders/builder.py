@@ -3,6 +3,10 @@
 A loader opens a message, adds its parts, declares the LLM calls (with their
 reported usage) and any recorded compaction; `assemble` turns the builders into a
 validated `Transcript`.
+
+Every loader's tool results go through `SessionBuilder.part`, so the builder is where a
+result whose call id no earlier tool call of its session has (an orphan: its call is not
+in the log, or comes after it) is noticed; `assemble` reports each at its record.
 """
 
 from __future__ import annotations
@@ -86,6 +90,8 @@ class SessionBuilder:
         self._refused_counts: list[tuple[int, list[Any]]] = []
         self._sorted_pos: list[float] = []          # every part's position, ascending
         self._by_call_id: dict[str, list[int]] = {}  # tool_call_id -> its parts
+        self._called: set[str] = set()               # ids of the tool calls so far
+        self._orphans: list[tuple[str, str]] = []    # (source, call id) of orphan results
         refused_counts()            # what an earlier load in this thread left
 
     # ---- messages and parts -------------------------------------------------------------
@@ -130,7 +136,12 @@ class SessionBuilder:
         p["pos"].append(float(pid) if pos is None else float(pos))
         bisect.insort(self._sorted_pos, p["pos"][-1])     # appended ones: at the end
         if tool_call_id is not None:
-            self._by_call_id.setdefault(str(tool_call_id), []).append(pid)
+            cid = str(tool_call_id)
+            self._by_call_id.setdefault(cid, []).append(pid)
+            if kind == "tool_call":
+                self._called.add(cid)
+            elif kind == "tool_result" and cid not in self._called:
+                self._orphans.append((source or "", cid))
         p["msg"].append(self._msg)
         p["turn"].append(self.turn)
         p["role"].append(role or self._role)
@@ -242,6 +253,19 @@ class SessionBuilder:
                         kept: str) -> None:
         report_refused(self.log, bad, loc, record, fallback, kept)
 
+    def report_orphans(self) -> None:
+        """Put the tool results whose call id matches no earlier tool call of the session
+        in the load report, one entry per record and id (the parts of one result share
+        it): the result is kept, unlinked; strict mode stops there, as at a refused
+        count."""
+        pending, self._orphans = self._orphans, []
+        for loc, cid in dict.fromkeys(pending):
+            line, at = _located(loc, f"session {self.session}")
+            self.log.skipped("tool_result", f"tool result for call id {cid[:80]!r} has no "
+                             f"matching tool call before it in the session (its call is not "
+                             f"in the log, or comes after it): the result is kept, unlinked",
+                             line=line, where=f"{at} tool_result {cid[:60]}")
+
     def call_by_id(self, call_id: str) -> int | None:
         return self._call_index.get(call_id)
 
@@ -308,15 +332,28 @@ def report_refused(log: RecordLog, bad: list[Any], loc: str, record: str, fallba
     they came from (``loc``: ``file:LINE``, ``file:LINE#path`` for a record inside a JSONL
     line, or ``file#path``; ``fallback`` names it when ``loc`` does not), saying what was
     kept."""
+    line, at = _located(loc, fallback)
+    shown = ", ".join(repr(v)[:40] for v in bad[:3]) + (" …" if len(bad) > 3 else "")
+    log.skipped(record, f"token count{'s' if len(bad) > 1 else ''} {shown} "
+                f"{'are' if len(bad) > 1 else 'is'} not a whole number from 0 to "
+                f"2**53: left empty ({kept})", line=line, where=f"{at} {record}")
+
+
+def _located(loc: str, fallback: str) -> tuple[int | None, str]:
+    """The line and the record locator (``line 12``, ``line 12 [3]``, ``messages[3]``) of a
+    part's or call's source (``file:LINE``, ``file:LINE#path`` or ``file#path``);
+    ``fallback`` when it names neither.
+
+    Example:
+        >>> _located("/l/a.jsonl:12", "x"), _located("/l/a.json#messages[3]", "x")
+        ((12, 'line 12'), (None, 'messages[3]'))
+    """
     m = re.search(r":(\d+)(?:#(.*))?$", loc)
     line = int(m.group(1)) if m else None
     inner = (m.group(2) if m else loc.partition("#")[2]) or ""
     at = " ".join(x for x in (f"line {line}" if line is not None else "", inner) if x) \
         or fallback
-    shown = ", ".join(repr(v)[:40] for v in bad[:3]) + (" …" if len(bad) > 3 else "")
-    log.skipped(record, f"token count{'s' if len(bad) > 1 else ''} {shown} "
-                f"{'are' if len(bad) > 1 else 'is'} not a whole number from 0 to "
-                f"2**53: left empty ({kept})", line=line, where=f"{at} {record}")
+    return line, at
 
 
 def assemble(builders: list[SessionBuilder], logs: list[RecordLog] | RecordLog,
@@ -329,6 +366,7 @@ def assemble(builders: list[SessionBuilder], logs: list[RecordLog] | RecordLog,
     logs = [logs] if isinstance(logs, RecordLog) else logs
     for b in builders:
         b.report_refused()
+        b.report_orphans()
 
     def joined(attr: str, columns: tuple[Column, ...]) -> pd.DataFrame:
         data: dict[str, list[Any]] = {c.name: [] for c in columns}
