@@ -77,13 +77,17 @@ def expected_wheres(data: bytes, *, jsonl: bool = False,
 
 def record_wheres(t: Transcript) -> list[str]:
     """The report's locators of whole records: an entry for a piece of a record (``line 18
-    replacement_history[2]``, a left-out tool request) must sit beside its record's own
-    entry, and is checked so here, then left out."""
+    replacement_history[2]``, a left-out tool request, ``[6] tool_result t2``) must sit
+    beside its record's own entry, and is checked so here, then left out."""
     got = t.load_report.records["where"].astype(str).tolist()
-    whole = [w for w in got if len(w.split(" ")) <= 2]
+
+    def record(w: str) -> str:      # ``line 18`` or a JSON path (``[6]``, ``messages[3]``)
+        return " ".join(w.split(" ")[:2 if w.startswith("line ") else 1])
+
+    whole = [w for w in got if record(w) == w]
     for w in got:
-        if len(w.split(" ")) > 2 and w.startswith("line "):
-            assert " ".join(w.split(" ")[:2]) in whole, f"{w}: its record has no entry"
+        if record(w) != w:
+            assert record(w) in whole, f"{w}: its record has no entry"
     return sorted(whole)
 
 
