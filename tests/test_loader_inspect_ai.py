@@ -372,3 +372,25 @@ def test_a_tool_message_without_its_call_is_kept_and_reported(tmp_path: Path) ->
     with pytest.raises(LoadError, match=r"messages\[2\] tool_result c_gone\): tool result for "
                                         r"call id 'c_gone'"):
         ctxlab.load(write_json(tmp_path, log), strict=True)
+
+
+def test_an_attachment_the_sample_does_not_hold_is_kept_as_its_reference_and_reported(
+        tmp_path: Path) -> None:
+    """``attachment://<hash>`` whose text is not in ``sample.attachments``: the part keeps
+    the reference (shorter than what the model was sent) and the load report says so at
+    each record whose parts hold it (the message; the tools that became schema parts)."""
+    log = fixture_log()
+    log["samples"][0]["attachments"] = {}
+    p = write_json(tmp_path, log)
+    t = ctxlab.load(p)
+    sk = t.load_report.skipped
+    assert sk["where"].tolist() == ["samples[0].messages[0] attachment://a1",
+                                    "samples[0].events[1].tools attachment://d1"]
+    assert (sk["record"] == "attachment").all()
+    assert sk["reason"].str.contains("not in the sample's attachments").all()
+    f = t.frame
+    assert f.loc[f["role"] == "user", "content"].tolist() == ["attachment://a1"]
+    with pytest.raises(LoadError, match=r"messages\[0\] attachment://a1\): attachment://a1 is "
+                                        r"not in the sample's attachments"):
+        ctxlab.load(p, strict=True)
+    assert ctxlab.load(write_json(tmp_path, fixture_log())).load_report.skipped.empty

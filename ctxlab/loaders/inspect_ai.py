@@ -29,6 +29,11 @@ input is exclusive, else inclusive; ``input_total`` is every input token either 
 
 Events other than ``model`` (sample_init, state, store, step, span_*, tool, sandbox, score,
 logger, ...) are not model input: each gets an "ignored" entry with its event type.
+
+An ``attachment://<hash>`` whose hash ``sample.attachments`` does not hold (a pruned or
+damaged log) stays as that text in the part, and the load report says so at the message
+(or the tools of the model event) that refers to it: the part is shorter than what the
+model was sent.
 """
 
 from __future__ import annotations
@@ -73,16 +78,27 @@ def _input_differs(sent: list[Any], conversation: list[Any]) -> str:
             f"request sizes may differ from what was sent")
 
 
-def resolve(value: Any, attachments: Mapping[str, str]) -> Any:
-    """``value`` with every ``attachment://<hash>`` string replaced by the attachment text."""
+def resolve(value: Any, attachments: Mapping[str, str], missing: list[str] | None = None) -> Any:
+    """``value`` with every ``attachment://<hash>`` string replaced by the attachment text;
+    a hash ``attachments`` lacks stays as the reference, and is added to ``missing``.
+
+    Example:
+        >>> gone: list[str] = []
+        >>> resolve(["attachment://a", "attachment://b"], {"a": "text"}, gone), gone
+        (['text', 'attachment://b'], ['b'])
+    """
     if isinstance(value, str):
         if value.startswith(ATTACHMENT):
-            return attachments.get(value[len(ATTACHMENT):], value)
+            key = value[len(ATTACHMENT):]
+            if key in attachments:
+                return attachments[key]
+            if missing is not None:
+                missing.append(key)
         return value
     if isinstance(value, list):
-        return [resolve(v, attachments) for v in value]
+        return [resolve(v, attachments, missing) for v in value]
     if isinstance(value, Mapping):
-        return {k: resolve(v, attachments) for k, v in value.items()}
+        return {k: resolve(v, attachments, missing) for k, v in value.items()}
     return value
 
 
@@ -138,6 +154,7 @@ class _Sample:
         self.tools: dict[str, tuple[str, str | None]] = {}
         self.tools_changed: list[int] = []
         self.apart: list[SessionBuilder] = []     # calls that saw none of the conversation
+        self.unresolved: dict[int, list[str]] = {}  # model event -> attachments not held
 
     def where(self, what: str) -> str:
         return f"{self.prefix}.{what}" if not self.prefix.endswith(".json") else \
@@ -145,9 +162,24 @@ class _Sample:
 
     def model_events(self, events: list[Any]) -> list[tuple[int, Mapping[str, Any]]]:
         """``(index, resolved event)`` of the model events that have an input and output."""
-        return [(j, resolve(ev, self.att)) for j, ev in enumerate(events)
-                if isinstance(ev, Mapping) and ev.get("event") == "model"
-                and isinstance(ev.get("input"), list) and isinstance(ev.get("output"), Mapping)]
+        out = []
+        for j, ev in enumerate(events):
+            if isinstance(ev, Mapping) and ev.get("event") == "model" and \
+                    isinstance(ev.get("input"), list) and isinstance(ev.get("output"), Mapping):
+                missing: list[str] = []
+                out.append((j, resolve(ev, self.att, missing)))
+                if missing:
+                    self.unresolved[j] = missing
+        return out
+
+    def report_unresolved(self, missing: list[str], where: str) -> None:
+        """Say which ``attachment://`` references of a record (``where``) stayed as they
+        are, their text not being in the sample's attachments."""
+        for key in dict.fromkeys(missing):
+            self.log.skipped("attachment", f"attachment://{key[:80]} is not in the sample's "
+                             "attachments: the reference is kept in place of its text, so "
+                             "the part is shorter than what the model was sent",
+                             where=f"{where} attachment://{key[:60]}")
 
     def build(self) -> SessionBuilder:
         b, log = self.b, self.log
@@ -196,8 +228,10 @@ class _Sample:
                 k = out_of.get(i)
                 extra = {"input_messages": len(models[k][1].get("input") or [])} \
                     if k is not None else None
-                n = self.message(resolve(m, self.att), k, w, extra)
+                missing: list[str] = []
+                n = self.message(resolve(m, self.att, missing), k, w, extra)
                 log.used(f"message:{m.get('role')}", where=w, parts=n)
+                self.report_unresolved(missing, w)
             except SHAPE_ERRORS as e:
                 log.skipped("message", f"unexpected shape: {type(e).__name__}: {e}", where=w)
         starts.append(b.next_pos)
@@ -225,8 +259,13 @@ class _Sample:
             kind = ev.get("event") if isinstance(ev, Mapping) else None
             if kind == "model" and j in made:
                 log.used("event:model", where=w, parts=made[j])
+                self.report_unresolved(self.unresolved.get(j, []), w)   # its parts' own
             elif kind == "model" and any(j == mj for mj, _ in models):
                 log.used("event:model", where=w, parts=n_schema if j == first_model else 0)
+                if j == first_model and n_schema:       # its tools are the schema parts
+                    missing = []
+                    resolve(events[j].get("tools"), self.att, missing)
+                    self.report_unresolved(missing, f"{w}.tools")
             elif kind == "model" or not isinstance(kind, str):
                 log.skipped(f"event:{kind}", "model event without input/output" if kind
                             else "event without an 'event' type", where=w)
