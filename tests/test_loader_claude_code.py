@@ -12,7 +12,7 @@ from hypothesis import given, settings
 import ctxlab
 from conftest import DATASETS as DATASETS_DIR, realdata_path
 from corrupt_strategies import (assert_accounts, corrupt, corruptions, expected_wheres,
-                                orphan_entries)
+                                orphan_entries, record_wheres)
 from ctxlab.errors import LoadError
 from ctxlab.loaders import claude_code, claude_code_chain
 from golden import check_golden
@@ -462,7 +462,8 @@ def test_corruption_is_reported_or_raises(tmp_path_factory: pytest.TempPathFacto
     expected = expected_wheres(data, jsonl=True)
     assert expected is not None
     assert_accounts(t, expected)
-    assert len(t.load_report.records) == len(expected)
+    # no other entry, but for pieces of a record beside its own (an orphan tool result)
+    assert record_wheres(t) == sorted(expected)
     assert t.load_report.parts_made == len(t.frame)
 
 
@@ -873,4 +874,29 @@ def test_a_tool_result_without_its_tool_use_is_kept_and_reported(tmp_path: Path)
     assert f.loc[f["tool_call_id"] == "t_gone", "content"].tolist() == ["lost output"]
     assert_accounts(t, expected_wheres(p.read_bytes(), jsonl=True))  # its own entry: used
     with pytest.raises(LoadError, match=rf"{p}:5 .*call id 't_gone'"):
+        ctxlab.load(p, strict=True)
+
+
+def test_an_assistant_line_without_a_message_id_is_said_to_make_no_call(tmp_path: Path) -> None:
+    """A response line without ``message.id`` (not ``<synthetic>``): its parts are kept but
+    it makes no call, so its usage is not loaded; the report says so at its line."""
+    g = _Log()
+    g.user("hi")
+    g.assistant("msg_1", {"type": "text", "text": "one"}, _usage(10, 0, 0, 3))
+    g.user("again")
+    g.assistant("msg_x", {"type": "text", "text": "two"}, _usage(20, 0, 0, 4))     # line 4
+    del g.records[-1]["message"]["id"]
+    g.user("more")
+    g.assistant("msg_3", {"type": "text", "text": "three"}, _usage(30, 0, 0, 5))
+    g.assistant("msg_s", {"type": "text", "text": "note"}, None, model="<synthetic>")
+    del g.records[-1]["message"]["id"]                  # the CLI's own: no call, said nowhere
+    p = write(tmp_path, g.records)
+    t = ctxlab.load(p)
+    assert t.calls["input_total"].tolist() == [10, 30]
+    assert "two" in t.frame["content"].tolist()
+    sk = t.load_report.skipped
+    assert sk["where"].tolist() == ["line 4 message.id"]
+    assert "make no call (its usage is not loaded)" in sk["reason"].iloc[0]
+    assert_accounts(t, expected_wheres(p.read_bytes(), jsonl=True))
+    with pytest.raises(LoadError, match=rf"{p}:4 .*without message.id"):
         ctxlab.load(p, strict=True)

@@ -9,6 +9,8 @@ assistant message and the tool results of its parallel calls into the user messa
 Calls: one per distinct ``message.id``, with the usage of the response's last line
 (``input_total = input_tokens + cache_creation_input_tokens + cache_read_input_tokens``).
 Lines with model ``<synthetic>`` (made by the CLI, not the API) make parts but no call.
+An assistant line without ``message.id`` makes parts but no call too (the lines of one
+response cannot be told apart without it): the load report says so at its line.
 
 Compaction: a ``compact_boundary`` becomes a recorded event (trigger, ``preTokens``) that
 hides every earlier part; the following ``isCompactSummary`` record is a ``summary`` part the
@@ -335,6 +337,10 @@ class _Session:
                 ln_u, last = ln, obj
                 break
         call = None
+        if mid is None and model != "<synthetic>":
+            self.f.log.skipped("assistant", "an assistant message without message.id: its "
+                               "parts are kept but make no call (its usage is not loaded)",
+                               line=ln_u, where=f"line {ln_u} message.id")
         if mid is not None and model != "<synthetic>":
             usage = usage_fields(last["message"].get("usage"))
             call = self.b.call_by_id(mid)
