@@ -482,3 +482,33 @@ def test_real_rollout_without_a_call_line_reports_its_output(tmp_path: Path) -> 
     p = tmp_path / "rollout.jsonl"
     p.write_text("\n".join(lines[:at] + lines[at + 1:]), encoding="utf-8")
     assert orphan_entries(ctxlab.load(p)) == [(out, f"line {out} tool_result {cid}")]
+
+
+def test_a_ghost_snapshot_in_a_replacement_history_is_reported_as_ignored(tmp_path: Path):
+    """A git undo snapshot inside ``replacement_history`` is never sent, as in the history:
+    it gets an ignored entry beside the compaction's own (it was left out silently)."""
+    lines = fixture_lines()[:-2]
+    lines[18] = _line("compacted", {"message": SUMMARY, "replacement_history": [
+        _msg("user", "fix the bug"), {"type": "ghost_snapshot", "ghost_commit": {"id": "g"}},
+        _msg("user", SUMMARY)]})
+    p = write(tmp_path, lines)
+    t = ctxlab.load(p)
+    rep = t.load_report.records
+    piece = rep[rep["where"] == "line 19 replacement_history[1]"]
+    assert piece["status"].tolist() == ["ignored"] and piece["record"].tolist() == ["compacted"]
+    assert "never sent" in piece["reason"].iloc[0]
+    assert record_wheres(t) == sorted(expected_wheres(p.read_bytes(), jsonl=True))
+    assert t.load_report.skipped.empty
+
+
+def test_reasoning_content_of_another_shape_is_kept_not_dropped(tmp_path: Path):
+    """A reasoning ``content`` item without a text is kept in the thinking part as JSON (as
+    a message block of another shape is); it was dropped silently."""
+    item = {"type": "reasoning", "summary": [{"type": "summary_text", "text": "Plan"}],
+            "content": [{"type": "reasoning_text", "text": "step 1"},
+                        {"type": "reasoning_image", "image_url": "data:x"}]}
+    lines = [_line("session_meta", {"id": "s5"}), _line("response_item", _msg("user", "go")),
+             _line("event_msg", _usage(100, 90, 0, 10)), _line("response_item", item)]
+    t = ctxlab.load(write(tmp_path, lines))
+    thinking = t.frame.loc[t.frame["kind"] == "thinking", "content"].tolist()
+    assert thinking == ['Plan\n\nstep 1\n\n{"type": "reasoning_image", "image_url": "data:x"}']

@@ -12,8 +12,9 @@ Every line is ``{"timestamp", "type", "payload"}``. What the model saw:
   ``output_text`` -> text; role ``developer`` (instructions the harness adds, which the
   Responses API treats as system-level) -> role ``system``. The first user items such as
   ``<environment_context>`` and ``<user_instructions>`` are injected context, not user
-  turns. ``reasoning`` -> one thinking part (summary texts; the unreadable
-  ``encrypted_content`` is sent back but only its length is kept in ``meta``).
+  turns. ``reasoning`` -> one thinking part (summary texts, then its ``content`` items: a
+  text, or an item of another shape as JSON; the unreadable ``encrypted_content`` is sent
+  back but only its length is kept in ``meta``).
   ``function_call``/``custom_tool_call``/``local_shell_call``/``web_search_call`` ->
   tool_call parts; ``function_call_output``/``custom_tool_call_output`` -> role tool
   results, linked by ``call_id``. ``ghost_snapshot`` (git undo) is never sent.
@@ -38,8 +39,9 @@ Every line is ``{"timestamp", "type", "payload"}``. What the model saw:
   writes an empty message and a replacement history holding a ``compaction`` item (also
   ``compaction_summary``): a summary part whose content the log does not have (its
   ``encrypted_content`` length is in meta). A replacement item it cannot read is left
-  out alone, with a report entry; a compaction item outside a ``compacted`` record is
-  left out with one.
+  out alone, with a report entry; a ``ghost_snapshot`` there is never sent (reported as
+  ignored, as in the history); a compaction item outside a ``compacted`` record is left
+  out with a report entry.
 * Other ``event_msg`` lines are UI events (``user_message``/``agent_message``/
   ``agent_reasoning`` duplicate response items) and are reported as ignored.
 """
@@ -128,7 +130,8 @@ def parse_item(item: Mapping[str, Any]) -> tuple[str, bool, bool, list[dict[str,
         return role, real, role == "assistant", specs
     if t == "reasoning":
         texts = [s["text"] for s in item.get("summary") or []]
-        texts += [c["text"] for c in item.get("content") or [] if isinstance(c.get("text"), str)]
+        texts += [c["text"] if isinstance(c.get("text"), str) else to_json(c)
+                  for c in item.get("content") or []]
         enc = item.get("encrypted_content")
         meta = {"encrypted_content_chars": len(enc) if isinstance(enc, str) else 0,
                 "summary_items": len(item.get("summary") or [])}
@@ -363,6 +366,10 @@ class _Rollout:
         for i, it in enumerate(repl if isinstance(repl, list) else []):
             try:        # one item it cannot read is left out alone: the compaction stays
                 items.append(parse_item(it))
+                if items[-1] is None:
+                    self.log.ignored("compacted", "git undo snapshot in the replacement "
+                                     "history: never sent to the model", line=line,
+                                     where=f"line {line} replacement_history[{i}]")
             except Unknown as e:
                 self.log.skipped("compacted", f"{e}: left out of the replacement history",
                                  line=line, where=f"line {line} replacement_history[{i}]")
