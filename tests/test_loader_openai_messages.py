@@ -319,3 +319,19 @@ def test_every_result_without_an_earlier_call_is_reported_once(steps: list, tmp_
     assert orphan_entries(t) == want
     assert (t.frame["kind"] == "tool_result").sum() == sum(not c for c, _ in steps)
     assert_accounts(t, [f"[{j}]" for j in range(len(msgs))])
+
+
+def test_both_reasoning_fields_are_kept_when_they_differ(tmp_path: Path):
+    """``reasoning_content`` and ``reasoning`` saying different things are both thinking
+    parts (the second was dropped silently); the same text twice is one part, and a
+    reasoning recorded as an object is kept as its JSON (it was dropped too)."""
+    msgs = [{"role": "user", "content": "go"},
+            {"role": "assistant", "content": "a", "reasoning_content": "plan A",
+             "reasoning": "plan B"},
+            {"role": "assistant", "content": "b", "reasoning_content": "same",
+             "reasoning": "same"},
+            {"role": "assistant", "content": "c", "reasoning": {"summary": "brief"}}]
+    t = ctxlab.load(write_json(tmp_path / "r.json", msgs), format="openai_messages")
+    f = t.frame[t.frame["kind"] == "thinking"]
+    assert f["content"].tolist() == ["plan A", "plan B", "same", '{"summary": "brief"}']
+    assert f["call"].tolist() == [0, 0, 1, 2]

@@ -12,7 +12,8 @@ Mapping:
 * system/developer -> role system (``meta.role`` says developer). user -> a real user
   message: text parts, ``image_url`` -> image part (content = the URL or data URL,
   unchanged), ``input_audio``/``file`` -> attachment part (content = the block's JSON).
-* assistant: ``reasoning``/``reasoning_content`` -> thinking; content -> text;
+* assistant: ``reasoning_content``, then ``reasoning`` when it says something else ->
+  thinking (one recorded as other JSON than a text, as that JSON); content -> text;
   ``tool_calls[].function{name, arguments}`` -> tool_call parts (arguments string kept
   verbatim); legacy ``function_call`` -> a tool_call without id. Every assistant
   message is one LLM call; usage from its ``usage`` field (or ``extra.response.usage``,
@@ -31,7 +32,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Mapping
 
-from ctxlab.loaders.builder import SessionBuilder, file_path_from_args, tool_call_text
+from ctxlab.loaders.builder import (SessionBuilder, content_text, file_path_from_args,
+                                    tool_call_text)
 from ctxlab.loaders.message_lists import (Conversation, Message, ToolIndex, emit_group,
                                           emit_messages, load_message_list, small_meta,
                                           sniff_style)
@@ -139,10 +141,13 @@ def parse_message(m: Any, tools: ToolIndex, *, model: str | None = None) -> Mess
         msg = Message("user", content_parts(m.get("content")), real_user=True)
     elif role == "assistant":
         parts = []
+        said: set[str] = set()      # (servers that give both give the same text twice)
         for key in ("reasoning_content", "reasoning"):
-            if isinstance(m.get(key), str) and m[key]:
-                parts.append({"kind": "thinking", "content": m[key], "meta": {"field": key}})
-                break
+            value = m.get(key)
+            text = value if isinstance(value, str) else content_text(value)
+            if text and text not in said:
+                parts.append({"kind": "thinking", "content": text, "meta": {"field": key}})
+                said.add(text)
         parts += content_parts(m.get("content"))
         if isinstance(m.get("refusal"), str) and m["refusal"]:
             parts.append({"kind": "text", "content": m["refusal"], "meta": {"refusal": True}})
