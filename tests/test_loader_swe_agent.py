@@ -238,3 +238,18 @@ def test_a_tool_message_without_its_call_is_kept_and_reported(tmp_path: Path):
     assert_accounts(t, [f"history[{k}]" for k in range(len(doc["history"]))])
     with pytest.raises(LoadError, match=r"history\[4\] tool_result toolu_gone"):
         ctxlab.load(p, strict=True)
+
+
+def test_tool_call_ids_beyond_the_first_are_reported_as_not_sent(tmp_path: Path):
+    """SWE-agent sends a tool message with ``tool_call_id = tool_call_ids[0]``: the result
+    is linked to that call, and the other ids get an ignored entry (dropped silently)."""
+    doc = trajectory_v1()
+    doc["history"][4]["tool_call_ids"] = ["toolu_01", "toolu_x"]
+    t = ctxlab.load(write(tmp_path, doc))
+    f = t.frame
+    assert f.loc[f["kind"] == "tool_result", "tool_call_id"].tolist() == ["toolu_01"]
+    rep = t.load_report.records
+    piece = rep[rep["where"] == "history[4] tool_call_ids[1:]"]
+    assert piece["status"].tolist() == ["ignored"]
+    assert 'not ["toolu_x"]' in piece["reason"].iloc[0]
+    assert t.load_report.skipped.empty

@@ -15,7 +15,8 @@
   command (first word of ``action``), file_path for ``open``/``create`` (also set on
   the assistant part that ran it); no tool_call_id (there is no tool call record).
   In >= 1.0 function calling they are ``role: "tool"`` with ``tool_call_ids``: role
-  tool, linked to the call.
+  tool, linked to the call. SWE-agent sends only the first id (as ``tool_call_id``):
+  further ids are reported as ignored.
 * ``trajectory`` entries (action/observation/response/thought, and in >= 1.0 the
   per-step ``query``/``messages``) duplicate ``history``: reported as ignored. Note:
   >= 1.0 history processors may have trimmed what was actually sent; the ``history``
@@ -36,7 +37,7 @@ from typing import Any, Mapping
 from ctxlab.loaders.builder import SessionBuilder, assemble
 from ctxlab.loaders.message_lists import Message, Record, ToolIndex, emit_record, small_meta
 from ctxlab.loaders.openai_messages import content_parts, tool_call_parts
-from ctxlab.loaders.records import LoadOptions, RecordLog, read_json
+from ctxlab.loaders.records import LoadOptions, RecordLog, read_json, to_json
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
@@ -155,6 +156,11 @@ def load(path: Path, options: LoadOptions) -> Transcript:
         msg = emit_record(b, log, rec, role, lambda v: parse(v, st, model), st.tools)
         if msg is None:
             continue
+        ids = m.get("tool_call_ids") if msg.role == "tool" else None
+        if isinstance(ids, list) and len(ids) > 1:
+            log.ignored("tool", f"tool_call_ids holds {len(ids)} ids: SWE-agent sends the "
+                        f"first as the message's tool_call_id, not {to_json(ids[1:])[:80]}",
+                        where=f"{rec.where} tool_call_ids[1:]")
         demo = any((p.get("meta") or {}).get("is_demo") for p in msg.parts)
         if msg.real_user:
             st.task_seen = True
