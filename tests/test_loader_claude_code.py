@@ -900,3 +900,24 @@ def test_an_assistant_line_without_a_message_id_is_said_to_make_no_call(tmp_path
     assert_accounts(t, expected_wheres(p.read_bytes(), jsonl=True))
     with pytest.raises(LoadError, match=rf"{p}:4 .*without message.id"):
         ctxlab.load(p, strict=True)
+
+
+def test_a_queued_prompt_s_image_is_reported_as_left_out(tmp_path: Path) -> None:
+    """A ``queued_command`` attachment whose prompt is a list of blocks: its text is the
+    queued message, and a block of another kind (a pasted image) is reported as left out
+    at its line (it was dropped silently)."""
+    g = _Log()
+    g.user("go")
+    g.assistant("msg_1", {"type": "text", "text": "working"}, _usage(10, 0, 0, 3))
+    g.add("attachment", attachment={"type": "queued_command", "commandMode": "prompt",
+                                    "prompt": [{"type": "text", "text": "look at this"},
+                                               {"type": "image", "source": {"data": "iVBO"}}]})
+    g.user("and go on")
+    g.assistant("msg_2", {"type": "text", "text": "ok"}, _usage(20, 0, 0, 3))
+    p = write(tmp_path, g.records)
+    t = ctxlab.load(p)
+    assert claude_code.QUEUED + "look at this" in t.frame["content"].tolist()
+    sk = t.load_report.skipped
+    assert sk["where"].tolist() == ["line 3 prompt[1]"]
+    assert sk["reason"].iloc[0].startswith("a block of type 'image' in a queued prompt: left out")
+    assert_accounts(t, expected_wheres(p.read_bytes(), jsonl=True))

@@ -39,7 +39,8 @@ becomes a user message of its own (a new turn, meta ``category: "queued"``) afte
 results written next (spotter 258c7280: Claude Code's summary lists both such prompts
 among the user's messages), worded as Claude Code hands it over ("The user sent the
 following message: ..."). Newer CLIs record such a prompt as an ``attachment`` of type
-``queued_command`` on the chain: that record is the message. Other queue records, and
+``queued_command`` on the chain: that record is the message (its text; a block of another
+kind in it, such as a pasted image, is reported as left out). Other queue records, and
 other attachments (the context the CLI builds from them is not in the log), are reported
 as ignored.
 """
@@ -94,6 +95,16 @@ def queued_text(obj: dict[str, Any]) -> str | None:
         prompt = "\n\n".join(b.get("text") for b in prompt if isinstance(b, dict)
                              and b.get("type") == "text" and isinstance(b.get("text"), str))
     return prompt if isinstance(prompt, str) and prompt.strip() else None
+
+
+def queued_left_out(obj: dict[str, Any]) -> list[tuple[int, str]]:
+    """``(index, block type)`` of the blocks of a ``queued_command`` prompt that are not
+    text (`queued_text` keeps only its text)."""
+    prompt = obj["attachment"].get("prompt")
+    return [(j, str(b.get("type")) if isinstance(b, dict) else type(b).__name__)
+            for j, b in enumerate(prompt if isinstance(prompt, list) else [])
+            if not (isinstance(b, dict) and b.get("type") == "text"
+                    and isinstance(b.get("text"), str))]
 
 
 SIDECHAIN = "sidechain: load with sidechains=True (--sidechains)"
@@ -186,6 +197,10 @@ class _Session:
             elif item.records[0][1].get("type") == "attachment":
                 line, obj = item.records[0]
                 self._queued_prompt(line, obj, str(queued_text(obj)), None)
+                for j, kind in queued_left_out(obj):
+                    self.f.log.skipped("attachment", f"a block of type {kind!r} in a queued "
+                                       "prompt: left out (the prompt's text is the message)",
+                                       line=line, where=f"line {line} prompt[{j}]")
             elif item.records[0][0] in cats:
                 self._user(item, cats, items[i + 1:])
             if item.kind in ("results", "user"):    # sent with these results
