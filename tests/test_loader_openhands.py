@@ -425,3 +425,16 @@ def test_an_observation_answering_an_unknown_call_is_kept_and_reported(tmp_path:
     with pytest.raises(LoadError, match=r"\(\[3\] tool_result t_gone\): tool result for call "
                                         r"id 't_gone'"):
         ctxlab.load(p, strict=True)
+
+
+def test_a_summary_offset_that_is_no_number_is_reported(tmp_path: Path) -> None:
+    """A condensation whose ``summary_offset`` is no whole number (a text here) reads as no
+    offset, so its summary is not shown: the report says so (it was silent)."""
+    events = fixture_events()
+    events[9]["args"]["summary_offset"] = "2"
+    t = ctxlab.load(write(tmp_path, events))
+    assert (t.frame["kind"] == "summary").sum() == 0
+    sk = t.load_report.skipped
+    assert sk["where"].tolist() == ["[9] summary_offset"]
+    assert "summary_offset '2' is not a whole number" in sk["reason"].iloc[0]
+    assert record_wheres(t) == sorted(f"[{i}]" for i in range(len(events)))

@@ -26,7 +26,8 @@ What the model saw is rebuilt the way OpenHands' ``ConversationMemory`` builds i
 * ``condensation`` actions (from OpenHands' condensers; not in the real files) hide the
   parts made from the forgotten events and insert the summary (kind ``summary``, role
   user, as ``AgentCondensationObservation``) at ``summary_offset`` within the kept history
-  (the agent's history: recall events count, agent-state and null events do not); only the
+  (the agent's history: recall events count, agent-state and null events do not; an offset
+  that is no whole number is reported and counts as none); only the
   newest summary is shown, so an older summary is hidden by the newer event; an event
   with no summary sits before the next call's input end, so that call no longer sees
   what it forgot;
@@ -348,6 +349,10 @@ class _Stream:
         forgotten_ids = sorted(forgotten, key=lambda e: (1, e, 0) if isinstance(e, str)
                                else (0, "", e))
         summary, offset = args.get("summary"), as_int(args.get("summary_offset"))
+        if offset is None and args.get("summary_offset") is not None:
+            self.log.skipped("action:condensation", f"summary_offset "
+                             f"{args['summary_offset']!r:.40} is not a whole number: read as "
+                             "none (the summary is not shown)", where=f"{where} summary_offset")
         b = self.b
         inserts = summary is not None and offset is not None
         ev_id = b.event(trigger="auto", pre_tokens=None, source=self.log.location(where=where),
