@@ -512,3 +512,22 @@ def test_reasoning_content_of_another_shape_is_kept_not_dropped(tmp_path: Path):
     t = ctxlab.load(write(tmp_path, lines))
     thinking = t.frame.loc[t.frame["kind"] == "thinking", "content"].tolist()
     assert thinking == ['Plan\n\nstep 1\n\n{"type": "reasoning_image", "image_url": "data:x"}']
+
+
+@pytest.mark.parametrize("meta, where", [
+    ({"base_instructions": {"content": "You are Codex."}}, "line 1 base_instructions"),
+    ({"base_instructions": {"text": ["You are", "Codex."]}}, "line 1 base_instructions"),
+    ({"instructions": ["Be brief."]}, "line 1 instructions"),
+])
+def test_instructions_of_another_shape_are_reported(tmp_path: Path, meta: dict, where: str):
+    """session_meta instructions that are no text make no system part: the report says so
+    at the line (they were left out silently)."""
+    lines = [_line("session_meta", {"id": "s6", **meta}),
+             _line("response_item", _msg("user", "go"))]
+    t = ctxlab.load(write(tmp_path, lines))
+    assert t.frame["content"].tolist() == ["go"]
+    sk = t.load_report.skipped
+    assert sk["where"].tolist() == [where] and "not a text" in sk["reason"].iloc[0]
+    good = [_line("session_meta", {"id": "s6", "base_instructions": {"text": "You are Codex."},
+                                   "instructions": None})] + lines[1:]
+    assert ctxlab.load(write(tmp_path, good)).load_report.skipped.empty

@@ -5,8 +5,8 @@ Every line is ``{"timestamp", "type", "payload"}``. What the model saw:
 * ``session_meta``: transcript metadata. Its ``base_instructions.text`` (newer CLIs) and
   ``instructions`` are sent as the request's instructions, so each becomes a system
   text part at the start (``instructions`` is skipped when a ``<user_instructions>``
-  message already carries the same text). The base prompt and tool schemas of older
-  CLIs are not recorded.
+  message already carries the same text; either of another shape than a text is
+  reported). The base prompt and tool schemas of older CLIs are not recorded.
 * ``response_item``: the Responses API input history, one message per item.
   ``message``: user ``input_text``/``input_image`` -> text/image parts; assistant
   ``output_text`` -> text; role ``developer`` (instructions the harness adds, which the
@@ -239,8 +239,14 @@ class _Rollout:
                              "session): the first one is used", line=line)
             return
         texts: list[tuple[str, str]] = []
-        base = p.get("base_instructions")
-        base = base.get("text") if isinstance(base, Mapping) else base
+        raw = p.get("base_instructions")
+        base = raw.get("text") if isinstance(raw, Mapping) else raw
+        odd = raw if isinstance(raw, Mapping) and raw and "text" not in raw else base
+        for key, value in (("base_instructions", odd), ("instructions", p.get("instructions"))):
+            if value is not None and not isinstance(value, str):
+                self.log.skipped("session_meta", f"{key} is {to_json(value)[:60]}, not a text: "
+                                 "no instructions part from it", line=line,
+                                 where=f"line {line} {key}")
         if isinstance(base, str) and base:
             texts.append(("base_instructions", base))
         instr = p.get("instructions")
