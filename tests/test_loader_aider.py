@@ -100,8 +100,12 @@ def n_lines(text: str) -> int:
 
 
 def accounts_for_every_line(t: Transcript, text: str) -> bool:
-    lines = t.load_report.records["line"].tolist()
-    return sorted(lines) == list(range(1, n_lines(text) + 1))
+    """Each line has one entry of its own (an entry for a piece of it, ``line 3 bytes``,
+    sits beside it)."""
+    rep = t.load_report.records
+    whole = rep["where"] == "line " + rep["line"].astype("string")
+    assert set(rep.loc[~whole, "line"]) <= set(rep.loc[whole, "line"])
+    return sorted(rep.loc[whole, "line"].tolist()) == list(range(1, n_lines(text) + 1))
 
 
 # ---- the real history -------------------------------------------------------------------

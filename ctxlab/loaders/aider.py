@@ -398,7 +398,7 @@ def load(path: Path, options: LoadOptions) -> Transcript:
     """Load an Aider chat history: one session per ``# aider chat started at`` header."""
     path = Path(path)
     log = RecordLog(path, strict=options.strict)
-    text = read_text(path)
+    text = read_text(path, log)
     if not re.search(r"(?m)^(?:# aider chat started at |#### )", text):
         raise log.error("not an Aider chat history: no '# aider chat started at' header and "
                         "no '#### ' user prompt (is --format aider right? ctxlab info "

@@ -299,7 +299,7 @@ def read_conversations(path: Path, log: RecordLog) -> list[Conversation]:
     """
     stem = path.stem
     if path.suffix.lower() != ".jsonl":
-        text = read_text(path)
+        text = read_text(path, log)
         try:
             doc = parse_json(text)
         except json.JSONDecodeError as e:

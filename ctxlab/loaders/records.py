@@ -41,6 +41,7 @@ class RecordLog:
         self.file = str(path)
         self.strict = strict
         self._rows: dict[str, list[Any]] = {c.name: [] for c in REPORT_COLUMNS}
+        self.bytes_checked = False      # `read_text` reported the file's bytes (once)
 
     def _add(self, line: int | None, where: str | None, record: str, status: str,
              parts: int, reason: str | None) -> None:
@@ -138,10 +139,11 @@ SHAPE_ERRORS = (KeyError, TypeError, ValueError, AttributeError, IndexError, Ove
 type, a number too large: ``int(1e400)``); loaders catch these and report the record."""
 
 
-def read_text(path: Path) -> str:
-    r"""The file as text; undecodable bytes are kept as U+FFFD rather than failing, a
-    leading byte-order mark is not text, and Windows line ends (CRLF, as aider's history
-    gets on Windows) are plain line ends.
+def read_text(path: Path, log: RecordLog | None = None) -> str:
+    r"""The file as text; undecodable bytes are kept as U+FFFD rather than failing (with
+    ``log``, each line holding some gets a skipped entry, once per file: strict mode stops
+    there), a leading byte-order mark is not text, and Windows line ends (CRLF, as aider's
+    history gets on Windows) are plain line ends.
 
     Example:
         >>> import tempfile
@@ -150,7 +152,37 @@ def read_text(path: Path) -> str:
         >>> read_text(p)
         '# hi\nthere\n'
     """
-    return path.read_bytes().decode("utf-8-sig", errors="replace").replace("\r\n", "\n")
+    data = path.read_bytes()
+    text = data.decode("utf-8-sig", errors="replace").replace("\r\n", "\n")
+    if log is not None and not log.bytes_checked:
+        log.bytes_checked = True
+        for line, n in undecodable_lines(data).items():
+            log.skipped("bytes", f"{n} byte sequence{'s' if n > 1 else ''} that "
+                        f"{'are' if n > 1 else 'is'} not UTF-8: read as U+FFFD (the "
+                        f"line is read with {'them' if n > 1 else 'it'} replaced)", line=line,
+                        where=f"line {line} bytes")
+    return text
+
+
+def undecodable_lines(data: bytes) -> dict[int, int]:
+    r"""Line number -> how many byte sequences of that line are not UTF-8 (each read as one
+    U+FFFD); empty for a file that is UTF-8 throughout.
+
+    Example:
+        >>> undecodable_lines(b"ok\n\xff\xfeab\xc3\n\xef\xbf\xbd is U+FFFD itself")
+        {2: 3}
+    """
+    try:
+        data.decode("utf-8")
+        return {}
+    except UnicodeDecodeError:
+        pass
+    out = {}
+    for i, raw in enumerate(data.split(b"\n"), start=1):
+        n = raw.decode("utf-8", errors="replace").count("\ufffd") - raw.count(b"\xef\xbf\xbd")
+        if n:
+            out[i] = n
+    return out
 
 
 def iter_jsonl(path: Path, log: RecordLog) -> Iterator[tuple[int, Any]]:
@@ -160,7 +192,7 @@ def iter_jsonl(path: Path, log: RecordLog) -> Iterator[tuple[int, Any]]:
     skipped: "truncated last line" when it is the unterminated last line, else
     "malformed JSON" with the parser's message.
     """
-    text = read_text(path)
+    text = read_text(path, log)
     lines = text.split("\n")
     last_terminated = text.endswith("\n")
     for i, raw in enumerate(lines, start=1):
@@ -196,7 +228,7 @@ def _where(e: json.JSONDecodeError) -> str:
 
 def read_json(path: Path, log: RecordLog) -> Any:
     """Parse a whole-file JSON document or raise `LoadError` naming file:line."""
-    text = read_text(path)
+    text = read_text(path, log)
     try:
         return parse_json(text)
     except RecursionError:
