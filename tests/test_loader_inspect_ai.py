@@ -394,3 +394,16 @@ def test_an_attachment_the_sample_does_not_hold_is_kept_as_its_reference_and_rep
                                         r"not in the sample's attachments"):
         ctxlab.load(p, strict=True)
     assert ctxlab.load(write_json(tmp_path, fixture_log())).load_report.skipped.empty
+
+
+def test_a_message_content_that_is_an_object_is_skipped_not_read_as_its_keys(
+        tmp_path: Path) -> None:
+    """A message whose content is an object (no Inspect shape) is reported as skipped; it
+    became text parts of its keys, silently."""
+    log = fixture_log()
+    log["samples"][0]["messages"][3]["content"] = {"type": "text", "text": "It prints 1."}
+    t = ctxlab.load(write_json(tmp_path, log))
+    sk = t.load_report.skipped
+    assert sk["where"].tolist() == ["samples[0].messages[3]"]
+    assert "content is a dict" in sk["reason"].iloc[0]
+    assert "type" not in t.frame["content"].tolist()

@@ -140,6 +140,8 @@ def _blocks(content: Any) -> list[Mapping[str, Any]]:
         return [{"type": "text", "text": content}] if content else []
     if content is None:
         return []
+    if not isinstance(content, list):   # (an object would give its keys as texts)
+        raise TypeError(f"content is a {type(content).__name__}, not a text or a list")
     return [b if isinstance(b, Mapping) else {"type": "text", "text": str(b)} for b in content]
 
 
