@@ -394,6 +394,14 @@ def test_an_attachment_the_sample_does_not_hold_is_kept_as_its_reference_and_rep
                                         r"not in the sample's attachments"):
         ctxlab.load(p, strict=True)
     assert ctxlab.load(write_json(tmp_path, fixture_log())).load_report.skipped.empty
+    grader = fixture_log()      # a call apart (a grader's): its event's parts are its input
+    grader["samples"][0]["events"].append(_model(
+        [{"id": "g0", "role": "user", "content": "attachment://zz"}],
+        {"id": "g1", "role": "assistant", "content": "yes"}, [],
+        {"input_tokens": 5, "output_tokens": 1, "total_tokens": 6}))
+    t = ctxlab.load(write_json(tmp_path, grader))
+    assert t.sessions == ["s1:2", "s1:2/call-5"]
+    assert t.load_report.skipped["where"].tolist() == ["samples[0].events[5] attachment://zz"]
 
 
 def test_a_message_content_that_is_an_object_is_skipped_not_read_as_its_keys(
