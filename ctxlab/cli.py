@@ -75,6 +75,33 @@ def skipped_lines(sk: pd.DataFrame, more: str) -> list[str]:
     return lines
 
 
+def file_lines(files: pd.DataFrame, more: str = "") -> list[str]:
+    """One line per file of a folder that is not a log of its own (`Corpus.files` rows:
+    its status, path and why); with ``more`` (where to see them), the first
+    `MAX_SKIPPED_SHOWN`, then how many more."""
+    shown = files.head(MAX_SKIPPED_SHOWN) if more else files
+    lines = [f"  {r.status}: {r.path}: {r.note}" for r in shown.itertuples()]
+    if len(files) > len(shown):
+        lines.append(f"  ... and {len(files) - len(shown)} more ({more})")
+    return lines
+
+
+def no_input_warning(sources: Sequence[str], where: str) -> str:
+    """The warning on calls without recorded input (`ctxlab.replay.calls_without_input`),
+    which a replay or a sweep leaves out: ``sources``, the calls' sources, in ``where``.
+
+    Example:
+        >>> no_input_warning(["log.md:12"], "log.md")
+        'ctxlab: warning: 1 call of log.md (log.md:12) has no recorded input (its session \
+holds no part): not replayed'
+    """
+    one = len(sources) == 1
+    return (f"ctxlab: warning: {_count(len(sources), 'call')} of {where} "
+            f"({', '.join(sources[:3])}{' …' if len(sources) > 3 else ''}) "
+            f"{'has' if one else 'have'} no recorded input ({'its' if one else 'their'} "
+            f"session holds no part): not replayed")
+
+
 def info_text(t: Transcript, path: Path | None = None) -> str:
     """The ``ctxlab info`` text of one loaded file (``path``: the file given, when it is a
     saved copy of the log the transcript names)."""
@@ -116,9 +143,7 @@ def corpus_text(c: Corpus, root: Path | None = None) -> str:
              + (f", {int(counts['unreadable'])} unreadable" if counts.get("unreadable") else "")]
     if root is not None and is_dataset(root):
         lines = [f"corpus dataset: {describe(root)}"]
-    other = c.files[c.files["status"] != "log"]
-    for r in other.itertuples():
-        lines.append(f"  {r.status}: {r.path}: {r.note}")
+    lines += file_lines(c.files[c.files["status"] != "log"])
     lines += ["", "sessions:", sessions, ""]
     lines += _report_lines(c)
     return "\n".join(lines)
@@ -340,10 +365,7 @@ def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay
                           f"record{'s' if len(bare) == 1 else ''} no input (the log holds no "
                           f"part, e.g. {bare['source'].astype(str).iloc[0]})")
     if len(bare):
-        steps.write(f"ctxlab: warning: {_count(len(bare), 'call')} of {args.path} "
-                    f"({', '.join(bare['source'].astype(str).head(3))}"
-                    f"{' …' if len(bare) > 3 else ''}) have no recorded input (their session "
-                    f"holds no part): not replayed")
+        steps.write(no_input_warning(bare["source"].astype(str).tolist(), args.path))
     note = window_note(pipeline, window)
     if note:
         steps.write(f"ctxlab: note: {note}")

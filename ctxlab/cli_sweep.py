@@ -79,6 +79,37 @@ def sweep_text(results: pd.DataFrame, constraints: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
+def left_out_lines(attrs: dict[str, Any], path: str) -> list[str]:
+    """The warnings and notes on what a sweep of ``path`` left out (its result's
+    ``attrs``, `ctxlab.sweep.sweep`): records that could not be used, calls without
+    recorded input, sessions without an LLM call, files that are not logs; worded as
+    ``replay`` and ``info`` word them."""
+    from ctxlab.cli import _count, file_lines, no_input_warning, skipped_lines
+
+    lines, more = [], f"ctxlab info {path} lists them"
+    if attrs.get("skipped"):
+        skipped = pd.DataFrame(attrs["skipped"])
+        logs = skipped["file"].nunique()
+        lines += [f"ctxlab: warning: {_count(len(skipped), 'record')} of "
+                  f"{_count(logs, 'log')} could not be used; the sweep ran without them:",
+                  *skipped_lines(skipped, more)]
+    bare = attrs.get("calls_without_input")
+    if bare:
+        lines.append(no_input_warning([str(c["source"] or f"{c['file']} session "
+                                           f"{c['session']}") for c in bare], path))
+    idle = attrs.get("sessions_without_calls")
+    if idle:
+        lines.append(f"ctxlab: note: {_count(len(idle), 'session')} of {path} "
+                     f"{'has' if len(idle) == 1 else 'have'} no LLM call: nothing to replay, "
+                     f"left out")
+    other = attrs.get("not_logs")
+    if other:
+        lines += [f"ctxlab: note: {_count(len(other), 'file')} of {path} "
+                  f"{'is not a log' if len(other) == 1 else 'are not logs'}: not swept",
+                  *file_lines(pd.DataFrame(other).assign(status="not-a-log"), more)]
+    return lines
+
+
 def _write(df: pd.DataFrame, out: Path) -> None:
     try:
         if out.suffix.lower() == ".csv":
@@ -115,15 +146,9 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     df = sweep(args.path, grid, engine=args.engine, estimator=args.estimator,
                window=parse_window(args.window), workers=args.workers,
                progress=True if args.progress else None)
-    if df.attrs.get("skipped"):
-        from ctxlab.cli import skipped_lines
-        skipped = pd.DataFrame(df.attrs["skipped"])
-        logs = skipped["file"].nunique()
-        print("\n".join([f"ctxlab: warning: {len(skipped):,} records of {logs:,} "
-                         f"log{'s' if logs != 1 else ''} could not be used; the sweep ran "
-                         "without them:",
-                         *skipped_lines(skipped, f"ctxlab info {args.path} lists them")]),
-              file=sys.stderr)
+    notes = left_out_lines(df.attrs, args.path)
+    if notes:
+        print("\n".join(notes), file=sys.stderr)
     if df.empty:
         why = ("no log could be read or replayed (see the warning above)"
                if df.attrs.get("skipped") else

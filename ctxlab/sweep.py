@@ -211,11 +211,44 @@ def replayed_sessions(t: Transcript) -> list[str]:
     return [s for s in pd.unique(t.frame["session"]) if (t.calls["session"] == s).any()]
 
 
-def _sessions_of(src: Source) -> tuple[list[str], pd.DataFrame]:
-    """The sessions a sweep replays from a log loaded in a worker, and the records of the
-    log that could not be used (`LoadReport.skipped`). A log that cannot be read at all
-    (truncated JSON...) gives no session and one skipped record saying why, unless the
-    sweep is strict: one bad file does not stop a corpus."""
+LeftOut = dict[str, list[dict[str, Any]]]
+"""What a sweep leaves out of a log besides its skipped records: ``sessions_without_calls``
+(``file``, ``session``) and ``calls_without_input`` (``file``, ``session``, ``call``,
+``source``), as plain values (`left_out`)."""
+NO_LEFT_OUT: LeftOut = {"sessions_without_calls": [], "calls_without_input": []}
+
+
+def left_out(t: Transcript, file: str) -> LeftOut:
+    """The sessions of a log that a sweep does not replay (`replayed_sessions`): those
+    without an LLM call, and the calls of sessions that hold no part
+    (`ctxlab.replay.calls_without_input`: no recorded input to rebuild), ``file`` naming
+    the log.
+
+    Example:
+        >>> import ctxlab
+        >>> left_out(ctxlab.load("datasets/coding_session.jsonl"), "f") == NO_LEFT_OUT
+        True
+    """
+    from ctxlab.replay import calls_without_input
+
+    called = set(pd.unique(t.calls["session"]))
+    every = pd.unique(pd.concat([t.frame["session"], t.calls["session"],
+                                 t.events["session"]], ignore_index=True).astype(object))
+    bare = calls_without_input(t)
+    return {"sessions_without_calls": [{"file": file, "session": str(s)} for s in every
+                                       if s not in called],
+            "calls_without_input": [
+                {"file": file, "session": str(s), "call": int(c),
+                 "source": None if pd.isna(src) else str(src)}
+                for s, c, src in zip(bare["session"], bare["call"], bare["source"])]}
+
+
+def _sessions_of(src: Source) -> tuple[list[str], pd.DataFrame, LeftOut]:
+    """The sessions a sweep replays from a log loaded in a worker, the records of the
+    log that could not be used (`LoadReport.skipped`) and what else it leaves out
+    (`left_out`). A log that cannot be read at all (truncated JSON...) gives no session
+    and one skipped record saying why, unless the sweep is strict: one bad file does not
+    stop a corpus."""
     try:
         t = _load(src)
     except LoadError as e:
@@ -227,25 +260,29 @@ def _sessions_of(src: Source) -> tuple[list[str], pd.DataFrame]:
                "record": ["log"], "status": ["skipped"], "parts": [0],
                "reason": [f"the log could not be read, so none of it was replayed: "
                           f"{e.reason}"]}
-        return [], coerce(row, REPORT_COLUMNS)
-    return replayed_sessions(t), t.load_report.skipped.reset_index(drop=True)
+        return [], coerce(row, REPORT_COLUMNS), NO_LEFT_OUT
+    return replayed_sessions(t), t.load_report.skipped.reset_index(drop=True), \
+        left_out(t, src.path)
 
 
-def session_list(sources: Sessions, listed: Iterable[tuple[list[str], pd.DataFrame]]
-                 ) -> tuple[list[tuple[Source, str]], list[pd.DataFrame]]:
-    """Every (source, session) to replay, in order, and the skipped records of the logs
-    whose sessions were listed by loading them (``listed``: `_sessions_of` of each source
-    without sessions, in order)."""
+def session_list(sources: Sessions,
+                 listed: Iterable[tuple[list[str], pd.DataFrame, LeftOut]]
+                 ) -> tuple[list[tuple[Source, str]], list[pd.DataFrame], list[LeftOut]]:
+    """Every (source, session) to replay, in order, and the skipped records and what else
+    was left out (`left_out`) of the logs whose sessions were listed by loading them
+    (``listed``: `_sessions_of` of each source without sessions, in order)."""
     found = iter(listed)
     sessions: list[tuple[Source, str]] = []
     skipped: list[pd.DataFrame] = []
+    out: list[LeftOut] = []
     for src, ss in sources:
         if ss is None:
-            ss, sk = next(found)
+            ss, sk, lo = next(found)
             if len(sk):
                 skipped.append(sk)
+            out.append(lo)
         sessions.extend((src, s) for s in ss)
-    return sessions, skipped
+    return sessions, skipped, out
 
 
 def _run_units(units: Sequence[tuple[int, Config]], src: Source, session: str,
@@ -305,10 +342,13 @@ def _row(config: Config, src: Source, session: str, stage_cols: Sequence[str],
 Sessions = list[tuple[Source, list[str] | None]]
 
 
-def _sources(corpus: Any) -> tuple[Sessions, list[Transcript], list[pd.DataFrame]]:
+def _sources(corpus: Any) -> tuple[Sessions, list[Transcript], list[pd.DataFrame],
+                                   list[LeftOut], list[dict[str, str]]]:
     """Each source with the sessions to replay (None: listed by loading the file), the
-    in-memory transcripts, and the records known now that could not be used (a corpus
-    dataset's and in-memory logs'; a file's are found when a worker loads it)."""
+    in-memory transcripts, the records known now that could not be used and what else is
+    known now to be left out (`left_out`; a corpus dataset's and in-memory logs'; a file's
+    are found when a worker loads it), and the files of a folder that are not logs
+    (``path``, ``note``: ``Corpus.files``)."""
     where = str(corpus) if isinstance(corpus, (str, Path)) else "the corpus"
     if isinstance(corpus, (str, Path)):
         path = Path(corpus)
@@ -316,7 +356,7 @@ def _sources(corpus: Any) -> tuple[Sessions, list[Transcript], list[pd.DataFrame
             corpus = load_dir(path)
         elif path.is_file():
             from ctxlab.loaders.registry import detect
-            return [(Source(path=str(path), format=detect(path).name), None)], [], []
+            return [(Source(path=str(path), format=detect(path).name), None)], [], [], [], []
         else:
             raise ConfigError(f"{path}: no such file or folder")
     if isinstance(corpus, Corpus):
@@ -324,23 +364,36 @@ def _sources(corpus: Any) -> tuple[Sessions, list[Transcript], list[pd.DataFrame
         if files.empty:
             raise ConfigError(f"{where}: no logs to sweep (corpus.files, or ctxlab info "
                               f"on the folder, says why)")
+        other = corpus.files[corpus.files["status"] == "not-a-log"]
+        not_logs = [{"path": str(p), "note": str(n)} for p, n in zip(other["path"],
+                                                                     other["note"])]
         if corpus.dataset is not None:
             # the sessions replayed from the source log itself (`replayed_sessions`): with
             # calls, and parts unless the log has none
             log_parts = files.groupby("source", sort=False)["parts"].transform("sum")
             keep = (files["calls"] > 0) & ((files["parts"] > 0) | (log_parts == 0))
+            # a session left out without calls is named by the manifest; one with calls
+            # is read (a few calls, no part) to name them
+            lo = {"sessions_without_calls": [
+                {"file": str(r.source), "session": str(r.session)}
+                for r in files[files["calls"] == 0].itertuples()],
+                "calls_without_input": [
+                    c for r in files[~keep & (files["calls"] > 0)].itertuples()
+                    for c in left_out(corpus.transcript(r.path), str(r.source))[
+                        "calls_without_input"]]}
             return [(Source(path=str(r.source), format="parquet", part=str(r.path)),
                      [str(r.session)]) for r in files[keep].itertuples()], [], \
-                [corpus.load_report.skipped]
+                [corpus.load_report.skipped], [lo], not_logs
         return [(Source(path=str(p), format=str(f), options=corpus.options), None)
-                for p, f in zip(files["path"], files["format"])], [], []
+                for p, f in zip(files["path"], files["format"])], [], [], [], not_logs
     if isinstance(corpus, Transcript):
         corpus = [corpus]
     if isinstance(corpus, Sequence) and corpus and all(isinstance(t, Transcript)
                                                        for t in corpus):
-        return [(Source(path=str(t.meta.get("path") or f"<transcript {i}>"), memory=i),
-                 replayed_sessions(t)) for i, t in enumerate(corpus)], list(corpus), \
-            [t.load_report.skipped for t in corpus]
+        sources = [(Source(path=str(t.meta.get("path") or f"<transcript {i}>"), memory=i),
+                    replayed_sessions(t)) for i, t in enumerate(corpus)]
+        return sources, list(corpus), [t.load_report.skipped for t in corpus], \
+            [left_out(t, src.path) for t, (src, _) in zip(corpus, sources)], []
     raise ConfigError("sweep takes a Corpus, a folder or file path, a Transcript or a list "
                       f"of Transcripts, not {type(corpus).__name__}")
 
@@ -391,9 +444,13 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
         ``config`` (index), the configuration's columns (``preset``, ``threshold``,
         ``target``, ``window``, ``estimator``, any ``stage.param``, ``note``), ``file``,
         ``session``, ``measure`` and `METRIC_COLUMNS`. The same for either engine and any number of
-        workers (``seconds`` aside: `equal_results`). ``df.attrs["skipped"]``: the
-        records of the swept logs that could not be used, which the replays ran without
-        (`skipped_records`: file, line, reason; kept by ``to_parquet``).
+        workers (``seconds`` aside: `equal_results`). What the rows leave out, in
+        ``df.attrs`` (plain values, kept by ``to_parquet``): ``skipped``, the records of
+        the swept logs that could not be used, which the replays ran without
+        (`skipped_records`: file, line, reason); ``sessions_without_calls`` (file,
+        session) and ``calls_without_input`` (file, session, call, source), not replayed
+        (`left_out`); ``not_logs``, the files of a folder that are not logs (path, note,
+        as ``Corpus.files`` has them).
 
     Example:
         >>> from ctxlab.sweep import sweep
@@ -413,17 +470,32 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
     configs = distinct(replace(c, window=c.window if c.window is not None else window,
                                estimator=c.estimator if c.estimator is not None else estimator)
                        for c in configs)
-    sources, memory, known = _sources(corpus)
+    sources, memory, known, known_out, not_logs = _sources(corpus)
     if engine == "dask":
         from ctxlab.sweep_dask import run_dask
-        rows, n_sessions, listed = run_dask(sources, memory, configs, stage_cols, metering,
-                                            client=client, workers=workers, progress=progress)
+        rows, n_sessions, listed, listed_out = run_dask(
+            sources, memory, configs, stage_cols, metering, client=client, workers=workers,
+            progress=progress)
     else:
-        rows, n_sessions, listed = _run_local(sources, memory, configs, stage_cols, metering,
-                                              workers, progress)
+        rows, n_sessions, listed, listed_out = _run_local(sources, memory, configs,
+                                                          stage_cols, metering, workers, progress)
     df = _frame(rows, configs, n_sessions, stage_cols)
     df.attrs["skipped"] = skipped_records([*known, *listed])
+    for key in NO_LEFT_OUT:
+        df.attrs[key] = _once([r for lo in (*known_out, *listed_out) for r in lo[key]])
+    df.attrs["not_logs"] = SharedRecords(not_logs)
     return df
+
+
+def _once(records: Iterable[dict[str, Any]]) -> SharedRecords:
+    """Each record once, in order (pieces of one log swept in memory share its sessions)."""
+    out, seen = SharedRecords(), set()
+    for rec in records:
+        key = tuple(rec.values())
+        if key not in seen:
+            seen.add(key)
+            out.append(rec)
+    return out
 
 
 def skipped_records(frames: Iterable[pd.DataFrame]) -> SkippedRecords:
@@ -432,30 +504,27 @@ def skipped_records(frames: Iterable[pd.DataFrame]) -> SkippedRecords:
     (None inside a JSON document), ``where``, ``record`` and ``reason``, in order, each
     record once (pieces of one log, such as its sessions swept in memory, share its
     report)."""
-    out = SkippedRecords()
-    seen: set[tuple[Any, ...]] = set()
-    for sk in frames:
-        for r in sk.itertuples(index=False):
-            rec = {"file": str(r.file), "line": None if pd.isna(r.line) else int(r.line),
-                   "where": str(r.where), "record": str(r.record),
-                   "reason": None if pd.isna(r.reason) else str(r.reason)}
-            key = tuple(rec.values())
-            if key not in seen:
-                seen.add(key)
-                out.append(rec)
-    return out
+    return SkippedRecords(_once(
+        {"file": str(r.file), "line": None if pd.isna(r.line) else int(r.line),
+         "where": str(r.where), "record": str(r.record),
+         "reason": None if pd.isna(r.reason) else str(r.reason)}
+        for sk in frames for r in sk.itertuples(index=False)))
 
 
-class SkippedRecords(list):
-    """The list of `skipped_records`, read-only by convention: pandas copies a frame's
-    ``attrs`` deeply at every operation, and this list is handed on as it is instead
-    (thousands of records would otherwise slow every step on the results)."""
+class SharedRecords(list):
+    """A list of records in a sweep result's ``attrs``, read-only by convention: pandas
+    copies a frame's ``attrs`` deeply at every operation, and this list is handed on as it
+    is instead (thousands of records would otherwise slow every step on the results)."""
 
-    def __copy__(self) -> SkippedRecords:
+    def __copy__(self) -> SharedRecords:
         return self
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> SkippedRecords:
+    def __deepcopy__(self, memo: dict[int, Any]) -> SharedRecords:
         return self
+
+
+class SkippedRecords(SharedRecords):
+    """The list of `skipped_records` (`SharedRecords`)."""
 
 
 ENGINES = ("local", "dask")
@@ -464,7 +533,7 @@ ENGINES = ("local", "dask")
 def _run_local(sources: Sessions, memory: list[Transcript], configs: list[Config],
                stage_cols: list[str], metering: Metering,
                workers: int | None, progress: bool | None
-               ) -> tuple[dict[int, dict[str, Any]], int, list[pd.DataFrame]]:
+               ) -> tuple[dict[int, dict[str, Any]], int, list[pd.DataFrame], list[LeftOut]]:
     n_workers = workers if workers is not None else (os.cpu_count() or 1)
     if n_workers == 1:
         _init_worker(memory)
@@ -476,7 +545,7 @@ def _run_local(sources: Sessions, memory: list[Transcript], configs: list[Config
         # sessions listed first, each one's configurations split among the workers: a log
         # that holds most of the sessions (aider's one history) is not one worker's alone
         unknown = [src for src, ss in sources if ss is None]
-        sessions, skipped = session_list(sources, pool.map(_sessions_of, unknown))
+        sessions, skipped, out = session_list(sources, pool.map(_sessions_of, unknown))
         # a task is a run of configurations over one session (loaded once per task); with
         # few sessions, each session's configurations are split so every worker has work
         pieces = min(len(configs), max(1, -(-2 * n_workers // max(len(sessions), 1))))
@@ -487,12 +556,12 @@ def _run_local(sources: Sessions, memory: list[Transcript], configs: list[Config
         rows = _run_all(tasks, stage_cols, metering, pool, bar)
     finally:
         pool.shutdown(cancel_futures=True)
-    return rows, len(sessions), skipped
+    return rows, len(sessions), skipped, out
 
 
 def _run_inline(sources: Sessions, configs: list[Config], stage_cols: list[str],
                 metering: Metering, progress: bool | None
-                ) -> tuple[dict[int, dict[str, Any]], int, list[pd.DataFrame]]:
+                ) -> tuple[dict[int, dict[str, Any]], int, list[pd.DataFrame], list[LeftOut]]:
     """`_run_local` in this process, one log at a time: listing a log's sessions loads it,
     and its replays follow while it is still loaded (listing every log first would read
     each file twice once the logs outnumber the `FILES_KEPT` kept loaded). The progress
@@ -502,12 +571,14 @@ def _run_inline(sources: Sessions, configs: list[Config], stage_cols: list[str],
                progress, "sweep")
     per_session: list[list[tuple[int, dict[str, Any]]]] = []
     skipped: list[pd.DataFrame] = []
+    out: list[LeftOut] = []
     try:
         for src, ss in sources:
             if ss is None:
-                ss, sk = _sessions_of(src)
+                ss, sk, lo = _sessions_of(src)
                 if len(sk):
                     skipped.append(sk)
+                out.append(lo)
                 if bar is not None and len(ss) != 1:
                     bar.total += len(configs) * (len(ss) - 1)
                     bar.refresh()
@@ -523,7 +594,7 @@ def _run_inline(sources: Sessions, configs: list[Config], stage_cols: list[str],
             bar.close()
     n = len(per_session)
     return {ci * n + si: row for si, got in enumerate(per_session) for ci, row in got}, n, \
-        skipped
+        skipped, out
 
 
 def _runs(configs: Sequence[Config], pieces: int, n_workers: int) -> list[list[int]]:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.schema import Transcript
-from ctxlab.sweep import (Metering, Sessions, Source, _bar, _load, _run_units,
+from ctxlab.sweep import (LeftOut, Metering, Sessions, Source, _bar, _load, _run_units,
                           _sessions_of, session_list)
 from ctxlab.sweep_grid import Config
 
@@ -62,10 +62,10 @@ def local_cluster(workers: int | None = None) -> Any:
 def run_dask(sources: Sessions, memory: list[Transcript], configs: list[Config],
              stage_cols: list[str], metering: Metering, *,
              client: Any, workers: int | None, progress: bool | None
-             ) -> tuple[dict[int, dict[str, Any]], int, list[pd.DataFrame]]:
+             ) -> tuple[dict[int, dict[str, Any]], int, list[pd.DataFrame], list[LeftOut]]:
     """Rows by unit index (configuration-major, as the local engine numbers them), the
-    number of sessions and the skipped records of the logs the workers listed
-    (`ctxlab.sweep.session_list`); on ``client``, else on a `local_cluster` closed
+    number of sessions, and the skipped records and what else was left out of the logs the
+    workers listed (`ctxlab.sweep.session_list`); on ``client``, else on a `local_cluster` closed
     afterwards."""
     distributed = _distributed()
     if client is None:
@@ -84,12 +84,12 @@ def run_dask(sources: Sessions, memory: list[Transcript], configs: list[Config],
 def _run(client: Any, distributed: Any, sources: Sessions, memory: list[Transcript],
          configs: list[Config], stage_cols: list[str],
          metering: Metering, progress: bool | None
-         ) -> tuple[dict[int, dict[str, Any]], int, list[pd.DataFrame]]:
+         ) -> tuple[dict[int, dict[str, Any]], int, list[pd.DataFrame], list[LeftOut]]:
     futures: list[Any] = []
     try:
         unknown = [src for src, ss in sources if ss is None]
         futures = client.map(_sessions_of, unknown, pure=False) if unknown else []
-        sessions, skipped = session_list(sources, client.gather(futures))
+        sessions, skipped, out = session_list(sources, client.gather(futures))
         n = len(sessions)
         pieces = [memory[src.memory].session(s) for src, s in sessions
                   if src.memory is not None]
@@ -112,7 +112,7 @@ def _run(client: Any, distributed: Any, sources: Sessions, memory: list[Transcri
                 bar.close()
     finally:
         client.cancel([f for f in futures if not f.done()])
-    return rows, n, skipped
+    return rows, n, skipped, out
 
 
 __all__ = ["local_cluster", "run_dask"]

@@ -191,6 +191,69 @@ def test_a_sweep_says_which_records_its_replays_ran_without(
     assert f"{bad}:51: malformed JSON" in err and f"{bad}:61: malformed JSON" in err
 
 
+AIDER_LEFT_OUT = """
+# aider chat started at 2024-08-20 08:50:00
+
+#### hello there  
+
+Hi! How can I help?
+
+> Tokens: 1,200 sent, 10 received.
+
+# aider chat started at 2024-08-20 08:51:00
+
+#### just a note  
+
+# aider chat started at 2024-08-20 08:52:43
+
+>  
+> ^C again to exit  
+> Tokens: 9,921 sent, 0 received.
+"""
+
+
+def test_a_sweep_says_what_else_it_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """A session without an LLM call, a call without recorded input and files that are not
+    logs: said on stderr as replay and info say them, and kept in the result's attrs."""
+    from ctxlab.loaders.corpus_store import write_corpus
+    from ctxlab.sweep import sweep
+
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    log = folder / ".aider.chat.history.md"
+    log.write_text(AIDER_LEFT_OUT, encoding="utf-8")
+    (folder / "blob.bin").write_bytes(bytes(range(256)))
+    (folder / "empty.jsonl").write_text("", encoding="utf-8")
+    (folder / "other.json").write_text('{"a": 1}', encoding="utf-8")
+    out = tmp_path / "r.parquet"
+    assert main(["sweep", str(folder), "--preset", "neuron", "--workers", "1",
+                 "-o", str(out)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (f"ctxlab: warning: 1 call of {folder} ({log}:18) has no recorded input "
+                      f"(its session holds no part): not replayed")
+    assert err[1] == f"ctxlab: note: 1 session of {folder} has no LLM call: nothing to " \
+                     f"replay, left out"
+    assert err[2] == f"ctxlab: note: 3 files of {folder} are not logs: not swept"
+    assert main(["info", str(folder)]) == 0
+    info = capsys.readouterr().out.splitlines()
+    assert err[3:] == [line for line in info if line.startswith("  not-a-log: ")]
+    assert len(err) == 6
+    df = pd.read_parquet(out)
+    name = ".aider.chat.history"
+    assert df.attrs["sessions_without_calls"] == [{"file": str(log), "session": f"{name}:2"}]
+    assert df.attrs["calls_without_input"] == [
+        {"file": str(log), "session": f"{name}:3", "call": 0, "source": f"{log}:18"}]
+    assert [r["path"] for r in df.attrs["not_logs"]] == \
+        [str(folder / n) for n in ("blob.bin", "empty.jsonl", "other.json")]
+    # its dataset and the log in memory leave out the same sessions and calls
+    ds = write_corpus(folder, tmp_path / "ds")
+    for other in (sweep(ds, {"preset": ["neuron"]}, workers=1),
+                  sweep(ctxlab.load(log), {"preset": ["neuron"]}, workers=1)):
+        assert {k: other.attrs[k] for k in ("sessions_without_calls", "calls_without_input")} \
+            == {k: df.attrs[k] for k in ("sessions_without_calls", "calls_without_input")}
+        assert other.attrs["not_logs"] == []
+
+
 def test_the_wrong_format_says_its_records_were_skipped(capsys: pytest.CaptureFixture[str]):
     assert main(["replay", LOG, "--format", "codex"]) == 2
     line = _one_error_line(capsys)
