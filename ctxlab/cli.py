@@ -379,7 +379,9 @@ def _share(v: float) -> str:
 
 
 def summary_lines(r: Replay) -> list[str]:
-    """The replay summary, one measure a line."""
+    """The replay summary, one measure a line; ``peak_usage`` says what it is a share of:
+    the limit of its call (the input available: the window less what is kept for output),
+    not the window."""
     out = []
     for k, v in r.summary().items():
         if isinstance(v, float):
@@ -387,6 +389,11 @@ def summary_lines(r: Replay) -> list[str]:
                 "–" if v != v else f"{v:,.3g}"
         else:
             text = f"{v:,}" if isinstance(v, int) else str(v)
+        if k == "peak_usage" and len(r.calls):
+            limits = r.calls["limit_tokens"]
+            limit = int(limits.loc[r.calls["usage_after"].idxmax()])
+            text += (f" (of the {limit:,}-token limit)" if limits.nunique() == 1 else
+                     f" (of its call's {limit:,}-token limit)")
         out.append(f"  {k:<13} {text}")
     return out
 

@@ -38,6 +38,25 @@ def test_replay_prints_the_summary_and_the_events(capsys: pytest.CaptureFixture[
     assert "<NA>" not in out
 
 
+def test_replay_says_what_peak_usage_is_a_share_of(capsys: pytest.CaptureFixture[str]):
+    """The limit of a call (the window less the output reserve), not the window printed
+    above it; with windows per model, the limit of the peak's call."""
+    from ctxlab.cli import summary_lines
+
+    assert main(["replay", LOG, "--preset", "neurolink", "--window", "200k"]) == 0
+    out = capsys.readouterr().out
+    r = ctxlab.replay(ctxlab.load(LOG), "neurolink", window=200_000)
+    limit = int(r.calls["limit_tokens"].iloc[0])
+    assert limit < 200_000
+    assert f"  peak_usage    {r.summary()['peak_usage']:.1%} (of the {limit:,}-token limit)\n" \
+        in out
+    # windows per model: the limit of the peak's call
+    from types import SimpleNamespace
+    calls = pd.DataFrame({"usage_after": [0.5, 0.9], "limit_tokens": [100_000, 20_000]})
+    fake = SimpleNamespace(summary=lambda: {"peak_usage": 0.9}, calls=calls)
+    assert summary_lines(fake) == ["  peak_usage    90.0% (of its call's 20,000-token limit)"]
+
+
 def test_replay_without_events_says_so(capsys: pytest.CaptureFixture[str]):
     assert main(["replay", LOG, "--preset", "probe", "--window", "1m"]) == 0
     assert "(none: the trigger never fired" in capsys.readouterr().out
