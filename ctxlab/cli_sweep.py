@@ -37,7 +37,7 @@ SHOWN = ("preset", "threshold", "target", "window", "estimator", "sessions", "co
 
 
 def _constraints(specs: list[str] | None) -> dict[str, float]:
-    from ctxlab.recommend import CONSTRAINTS
+    from ctxlab.recommend import CONSTRAINTS, check_constraints
 
     out: dict[str, float] = {}
     for spec in specs or []:
@@ -48,8 +48,11 @@ def _constraints(specs: list[str] | None) -> dict[str, float]:
                               f"{', '.join(CONSTRAINTS)}")
         try:
             out[name] = float(value)
+            check_constraints({name: out[name]})
         except ValueError:
             raise ConfigError(f"bad --require {spec!r}: {value!r} is not a number") from None
+        except ConfigError as e:
+            raise ConfigError(f"bad --require {spec!r}: {e}") from None
     return out
 
 

@@ -36,6 +36,10 @@ CONSTRAINTS: dict[str, tuple[str, str]] = {
     "max_failures": ("failures", "max"), "max_cost": ("cost", "max"),
     "max_tokens_sent": ("tokens_sent", "max"), "max_peak_usage": ("peak_usage", "max"),
     "min_recall": ("recall", "min"), "min_retention": ("retention", "min")}
+RATIOS = ("min_recall", "min_retention")
+"""Constraints on a share (0 to 1, as ``recall`` and ``retention`` are; tables show them as
+percentages). ``max_peak_usage`` is a ratio too, but to the limit, which a request may
+pass (up to the window and beyond): it is not bounded by 1."""
 CLOSEST_SHOWN = 3
 
 
@@ -170,12 +174,29 @@ def pareto_front(cost: np.ndarray, quality: np.ndarray) -> np.ndarray:
     return ~(le & ge & strict).any(axis=1)
 
 
-def _checked(constraints: dict[str, Any]) -> dict[str, float]:
+def check_constraints(constraints: dict[str, Any]) -> dict[str, float]:
+    """The constraints as numbers, each a known one (`CONSTRAINTS`) and each `RATIOS`
+    one between 0 and 1.
+
+    Example:
+        >>> check_constraints({"min_recall": 0.99, "max_overflows": 0})
+        {'min_recall': 0.99, 'max_overflows': 0.0}
+        >>> check_constraints({"min_recall": 99})
+        Traceback (most recent call last):
+        ...
+        ctxlab.errors.ConfigError: min_recall must be between 0 and 1 (a ratio: did you mean 0.99?)
+    """
     bad = sorted(set(constraints) - set(CONSTRAINTS))
     if bad:
         raise ConfigError(f"unknown constraint(s) {', '.join(bad)}; constraints: "
                           f"{', '.join(CONSTRAINTS)}")
-    return {k: float(v) for k, v in constraints.items()}
+    out = {k: float(v) for k, v in constraints.items()}
+    for k in RATIOS:
+        v = out.get(k)
+        if v is not None and not 0 <= v <= 1:
+            hint = f"did you mean {v / 100:g}?" if 1 < v <= 100 else "e.g. 0.98"
+            raise ConfigError(f"{k} must be between 0 and 1 (a ratio: {hint})")
+    return out
 
 
 def meets(agg: pd.DataFrame, **constraints: float) -> pd.Series:
@@ -191,7 +212,7 @@ def meets(agg: pd.DataFrame, **constraints: float) -> pd.Series:
         >>> meets(agg, min_retention=0.8).tolist()
         [True, False]
     """
-    return _violation(agg, _checked(constraints)) == 0
+    return _violation(agg, check_constraints(constraints)) == 0
 
 
 def recommend(results: pd.DataFrame, **constraints: float) -> pd.DataFrame:
@@ -201,17 +222,18 @@ def recommend(results: pd.DataFrame, **constraints: float) -> pd.DataFrame:
         results: a `ctxlab.sweep.sweep` result (or several, concatenated).
         **constraints: any of ``max_overflows``, ``max_forced_final``, ``max_failures``,
             ``max_cost``, ``max_tokens_sent``, ``max_peak_usage``, ``min_recall``,
-            ``min_retention`` (totals over the sessions, `aggregate`).
+            ``min_retention`` (totals over the sessions, `aggregate`; ``min_recall`` and
+            ``min_retention`` as ratios, 0 to 1).
 
     Returns:
         `aggregate` rows of the Pareto-optimal configurations, best ``recall_per_mtok``
         first (ties: cheaper first).
 
     Raises:
-        ConfigError: an unknown constraint, or no configuration meets them (the message
-            lists the closest ones and their values).
+        ConfigError: an unknown constraint, a ratio outside 0 to 1, or no configuration
+            meets them (the message lists the closest ones and their values).
     """
-    _checked(constraints)
+    check_constraints(constraints)
     return ranked(aggregate(results), **constraints).reset_index(drop=True)
 
 
@@ -222,7 +244,7 @@ def ranked(agg: pd.DataFrame, **constraints: float) -> pd.DataFrame:
     Raises:
         ConfigError: as `recommend`.
     """
-    limits = _checked(constraints)
+    limits = check_constraints(constraints)
     if agg.empty:
         raise ConfigError("the sweep result has no rows")
     gap = _violation(agg, limits)
@@ -249,5 +271,5 @@ def _none_message(agg: pd.DataFrame, gap: pd.Series, constraints: dict[str, Any]
     return "\n".join(lines)
 
 
-__all__ = ["CONSTRAINTS", "aggregate", "config_columns", "config_index", "meets", "pareto_front",
-           "ranked", "recommend"]
+__all__ = ["CONSTRAINTS", "RATIOS", "aggregate", "check_constraints", "config_columns",
+           "config_index", "meets", "pareto_front", "ranked", "recommend"]

@@ -420,6 +420,24 @@ def test_recommend_errors_list_the_closest_configurations():
         recommend(FAKE, min_recal=0.9)
 
 
+@pytest.mark.parametrize("constraint, value, words", [
+    ("min_recall", 99, r"min_recall must be between 0 and 1 \(a ratio: did you mean 0\.99\?\)"),
+    ("min_retention", 80, r"min_retention .* did you mean 0\.8\?"),
+    ("min_recall", -0.5, r"min_recall must be between 0 and 1 \(a ratio: e\.g\. 0\.98\)"),
+    ("min_recall", 1000, r"e\.g\. 0\.98"), ("min_recall", float("nan"), "between 0 and 1")])
+def test_a_ratio_constraint_outside_0_to_1_is_refused(constraint, value, words, tmp_path):
+    """Recall and retention are ratios, shown as percentages: a percentage given as the
+    constraint met nothing, or (min_recall=-1) everything, without a word."""
+    with pytest.raises(ConfigError, match=words):
+        recommend(FAKE, **{constraint: value})
+    # the command refuses it before the sweep, in one line
+    with pytest.raises(ConfigError, match=f"bad --require '{constraint}={value}': .*{words}"):
+        _run(["sweep", str(DATASETS / "coding_session_b.jsonl"), "--require",
+              f"{constraint}={value}", "-o", str(tmp_path / "r.csv")])
+    assert not (tmp_path / "r.csv").exists()
+    assert len(recommend(FAKE, min_recall=0)) and len(recommend(FAKE, min_recall=1))  # bounds
+
+
 def test_pareto_front_keeps_ties_and_drops_dominated_points():
     front = pareto_front(np.array([1.0, 1.0, 2.0, 0.5]), np.array([0.9, 0.9, 0.95, 0.1]))
     assert front.tolist() == [True, True, True, True]
