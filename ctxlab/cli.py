@@ -370,7 +370,38 @@ def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay
     if note:
         steps.write(f"ctxlab: note: {note}")
     steps.next(f"replaying {len(t.calls):,} calls")
-    return t, replay(t, pipeline, window=window, estimator=args.estimator)
+    r = replay(t, pipeline, window=window, estimator=args.estimator)
+    small = small_window_warning(r.calls)
+    if small:
+        steps.write(small)
+    return t, r
+
+
+def small_window_warning(calls: pd.DataFrame) -> str | None:
+    """A warning when the window is smaller than a session's first request (a window
+    given in the wrong unit, ``--window 100``): nothing can be compacted below it, and
+    the replay's calls are over the window (``calls``: `Replay.calls`).
+
+    Example:
+        >>> calls = pd.DataFrame({"session": "s", "call": [0, 1], "tokens_before": [900, 1800],
+        ...                       "window_tokens": 100, "over_window": True})
+        >>> small_window_warning(calls)
+        'ctxlab: warning: the window (100 tokens) is smaller than the first request (900 \
+tokens), so every call is over it'
+    """
+    first = calls.sort_values("call", kind="stable").groupby("session", sort=False).head(1)
+    small = first[first["tokens_before"] > first["window_tokens"]]
+    if small.empty:
+        return None
+    worst = small.loc[small["tokens_before"].idxmax()]
+    n, over = len(calls), int(calls["over_window"].sum())
+    sessions = "every session" if len(small) == len(first) else \
+        f"{len(small):,} of {len(first):,} sessions"
+    which = "the first request (" if len(first) == 1 else \
+        f"the first request of {sessions} (up to "
+    return (f"ctxlab: warning: the window ({int(worst['window_tokens']):,} tokens) is smaller "
+            f"than {which}{int(worst['tokens_before']):,} tokens), so "
+            f"{'every call is' if over == n else f'{over:,} of {n:,} calls are'} over it")
 
 
 def _share(v: float) -> str:

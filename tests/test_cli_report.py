@@ -57,6 +57,27 @@ def test_replay_says_what_peak_usage_is_a_share_of(capsys: pytest.CaptureFixture
     assert summary_lines(fake) == ["  peak_usage    90.0% (of its call's 20,000-token limit)"]
 
 
+def test_a_window_smaller_than_the_first_request_is_warned_of(
+        capsys: pytest.CaptureFixture[str]):
+    """``--window 100`` (tokens meant as thousands?) replayed without a word, at a peak
+    usage of thousands of percent."""
+    r = ctxlab.replay(ctxlab.load(LOG), "neurolink", window=100)
+    first = int(r.calls["tokens_before"].iloc[0])
+    assert first > 100 and r.calls["over_window"].all()
+    assert main(["replay", LOG, "--preset", "neurolink", "--window", "100"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"ctxlab: warning: the window (100 tokens) is smaller than the first "
+                   f"request ({first:,} tokens), so every call is over it"]
+    assert main(["replay", LOG, "--preset", "neurolink", "--window", "100k"]) == 0
+    assert "smaller than" not in capsys.readouterr().err
+    # several sessions: how many are concerned, and how many calls are over the window
+    log = str(DATASETS / "openai_sessions.jsonl")
+    assert main(["replay", log, "--preset", "neurolink", "--window", "30k"]) == 0
+    err = capsys.readouterr().err
+    assert "smaller than the first request of 1 of 4 sessions (up to " in err
+    assert " calls are over it" in err
+
+
 def test_replay_without_events_says_so(capsys: pytest.CaptureFixture[str]):
     assert main(["replay", LOG, "--preset", "probe", "--window", "1m"]) == 0
     assert "(none: the trigger never fired" in capsys.readouterr().out
