@@ -113,6 +113,29 @@ def left_out_lines(attrs: dict[str, Any], path: str) -> list[str]:
     return lines
 
 
+NOTES_SHOWN = 12
+
+
+def note_lines(results: pd.DataFrame) -> list[str]:
+    """The configurations' notes (the results' ``note`` column: a stage parameter not
+    applied, a window a fixed limit ignores), each once, which the table leaves out: they
+    say why rows that differ in a column may not differ in their numbers.
+
+    Example:
+        >>> df = pd.DataFrame({"note": ["a; b", None, "b; c"]})
+        >>> note_lines(df)
+        ['ctxlab: note: a', 'ctxlab: note: b', 'ctxlab: note: c']
+    """
+    notes = results["note"].dropna().astype(str) if "note" in results \
+        else pd.Series(dtype=object)
+    said = list(dict.fromkeys(n for note in notes for n in note.split("; ") if n))
+    lines = [f"ctxlab: note: {n}" for n in said[:NOTES_SHOWN]]
+    if len(said) > NOTES_SHOWN:
+        lines.append(f"ctxlab: note: ... and {len(said) - NOTES_SHOWN} more (the results' "
+                     f"note column has them)")
+    return lines
+
+
 def _write(df: pd.DataFrame, out: Path) -> None:
     try:
         if out.suffix.lower() == ".csv":
@@ -162,6 +185,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     print(f"wrote {out}: {len(df):,} rows ({df['config'].nunique()} configurations x "
           f"{len(df[['file', 'session']].drop_duplicates())} sessions)")
     print(sweep_text(df, constraints))
+    notes = note_lines(df)
+    if notes:
+        sys.stdout.flush()          # below the table on a terminal
+        print("\n".join(notes), file=sys.stderr)
     return 0
 
 

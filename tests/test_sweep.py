@@ -483,6 +483,18 @@ def test_sweep_command_writes_results_and_prints_the_recommendation(tmp_path, ca
     assert not (tmp_path / "q.csv").exists()
 
 
+def test_sweep_command_says_the_configurations_notes_once_below_the_table(tmp_path, capsys):
+    """The table has no note column: rows of a fixed-limit preset at two windows came out
+    alike and nothing said why."""
+    out = tmp_path / "r.parquet"
+    assert _run(["sweep", str(DATASETS / "coding_session_b.jsonl"), "--preset", "neuron",
+                 "--grid", "window=32k,64k", "--grid", "threshold=0.7,0.8", "--workers", "1",
+                 "-o", str(out)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [f"ctxlab: note: neuron triggers at a fixed 100,000 tokens whatever the "
+                   f"window: {w} counts overflows only" for w in ("32,000", "64,000")]
+
+
 # -- must show: on datasets/, the recommendation beats every seed preset -------------------
 
 
