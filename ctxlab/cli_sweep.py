@@ -67,19 +67,70 @@ def _table(df: pd.DataFrame) -> str:
 
 
 def sweep_text(results: pd.DataFrame, constraints: dict[str, float]) -> str:
-    """What ``ctxlab sweep`` prints: totals per configuration, then the recommendation."""
+    """What ``ctxlab sweep`` prints: totals per configuration, then the recommendation
+    (configurations alike in every number as one row: `alike`)."""
     from ctxlab.recommend import aggregate, recommend
 
+    agg = aggregate(results)
     lines = ["per configuration (totals over sessions; cost in USD, illustrative prices):",
-             _table(aggregate(results))]
+             _table(agg)]
     if constraints:
         lines += ["", "recommended (" + ", ".join(f"{k}={v:g}" for k, v in constraints.items())
                   + "; cost/recall Pareto front, best recall per million tokens first):"]
         try:
-            lines.append(_table(recommend(results, **constraints)))
+            lines.append(_table(alike(recommend(results, **constraints), agg)))
         except ConfigError as e:
             lines.append(f"  {e}")
     return "\n".join(lines)
+
+
+def alike(rows: pd.DataFrame, agg: pd.DataFrame) -> pd.DataFrame:
+    """Rows of `ctxlab.recommend.recommend` (or `aggregate`) whose numbers are all alike as
+    one row, at the first one's place: a column that varies among them lists its values
+    (a run of ``agg``'s values as ``first–last``), the first such one with how many
+    configurations are alike.
+
+    Example:
+        >>> agg = pd.DataFrame({"preset": ["a", "a", "a", "b"], "threshold": [0.6, 0.7, 0.8, 0.7],
+        ...                     "sessions": 1, "cost": [1.0, 1.0, 1.0, 2.0]})
+        >>> alike(agg, agg)[["preset", "threshold", "cost"]].astype(str).values.tolist()
+        [['a', '0.6–0.8 (3 alike)', '1.0'], ['b', '0.7', '2.0']]
+        >>> alike(agg.iloc[[0, 2]], agg)["threshold"].tolist()  # 0.7 is not one of them
+        ['0.6, 0.8 (2 alike)']
+    """
+    at = rows.columns.get_loc("sessions")
+    keys, numbers = list(rows.columns[:at]), [c for c in rows.columns[at:] if c != "seconds"]
+    group = rows.groupby(numbers, sort=False, dropna=False).ngroup().to_numpy()
+    if len(set(group)) == len(rows):
+        return rows
+    out = []
+    for g in pd.unique(group):
+        same = rows[group == g]
+        row = same.iloc[0].astype(object)
+        counted = False
+        for k in keys if len(same) > 1 else []:
+            values = list(pd.unique(same[k].dropna()))
+            if len(values) > 1:
+                row[k] = _values(values, list(pd.unique(agg[k].dropna()))) + (
+                    "" if counted else f" ({len(same)} alike)")
+                counted = True
+        out.append(row)
+    return pd.DataFrame(out, columns=rows.columns)
+
+
+def _values(values: list[Any], every: list[Any]) -> str:
+    """Some values of a column: ``first–last`` when they are a run of three or more of
+    ``every`` value it takes (sorted), else each."""
+    def text(v: Any) -> str:
+        return f"{v:g}" if isinstance(v, float) else str(v)
+    try:
+        values, every = sorted(values), sorted(every)
+    except TypeError:       # values that do not sort: each, as given
+        return ", ".join(map(text, values))
+    at = every.index(values[0]) if values[0] in every else -1
+    if len(values) >= 3 and at >= 0 and every[at:at + len(values)] == values:
+        return f"{text(values[0])}–{text(values[-1])}"
+    return ", ".join(map(text, values))
 
 
 def left_out_lines(attrs: dict[str, Any], path: str) -> list[str]:

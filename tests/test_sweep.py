@@ -495,6 +495,20 @@ def test_sweep_command_says_the_configurations_notes_once_below_the_table(tmp_pa
                    f"window: {w} counts overflows only" for w in ("32,000", "64,000")]
 
 
+def test_sweep_command_shows_configurations_alike_in_every_number_as_one_row(tmp_path, capsys):
+    """copilot-fixed triggers at its own limit: its thresholds tie, and the recommendation
+    listed each as a row of the same numbers. recommend() still returns each."""
+    out = tmp_path / "r.parquet"
+    assert _run(["sweep", str(DATASETS / "coding_session_b.jsonl"), "--preset",
+                 "copilot-fixed", "--grid", "threshold=0.6,0.7,0.8", "--workers", "1",
+                 "--require", "max_overflows=0", "-o", str(out)]) == 0
+    text = capsys.readouterr().out
+    table = text.split("\nrecommended (")[1].splitlines()[1:]
+    assert len(table) == 2 and "copilot-fixed 0.6–0.8 (3 alike) 0.6–0.8 " in table[1]
+    assert len(text.split("\nrecommended (")[0].splitlines()) == 2 + 1 + 3   # all listed above
+    assert len(recommend(pd.read_parquet(out), max_overflows=0)) == 3
+
+
 # -- must show: on datasets/, the recommendation beats every seed preset -------------------
 
 
