@@ -33,6 +33,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
+import numpy as np
 import pandas as pd
 
 from ctxlab.cli_sweep import add_sweep_command
@@ -218,7 +219,9 @@ DEFAULT_ESTIMATORS = ("chars:4", "neurolink:anthropic", "neuron", "langchain")
 
 def estimators_text(source: Transcript | Corpus, specs: Sequence[str], reference: str,
                     calibration: Path | None = None) -> str:
-    """The ``ctxlab estimators`` text: errors by content class, then against reported usage."""
+    """The ``ctxlab estimators`` text: errors by content class, then against reported usage,
+    each table with the estimators in the order given (``specs``, then the one fitted and
+    written to ``calibration``, named ``calibrated:FILE`` as it is used later)."""
     from ctxlab.tokens.accuracy import (MIN_FIT_CALLS, compare_estimators_df,
                                         estimator_errors_df, reported_usage_df,
                                         usage_errors_df)
@@ -237,10 +240,14 @@ def estimators_text(source: Transcript | Corpus, specs: Sequence[str], reference
         except OSError as e:
             raise ConfigError(f"--calibrate {calibration}: cannot write it "
                               f"({e.strerror or e})") from None
-        ests.append(cal)
+        ests.append(f"calibrated:{calibration}")     # named as it is used: the file's
         lines += [f"calibration written to {calibration} (scale {cal.rates.scale:.3f}, "
                   f"{cal.rates.calls} calls); use it as calibrated:{calibration}", ""]
-    errs = estimator_errors_df(compare_estimators_df(source, ests, reference=reference))
+    compared = compare_estimators_df(source, ests, reference=reference)
+    errs = estimator_errors_df(compared)     # (sorted by name) in the order given
+    order = {e: i for i, e in enumerate(pd.unique(compared["estimator"]))}
+    errs = errs.iloc[np.lexsort((errs["estimator"].map(order).to_numpy(),
+                                 (errs.iloc[:, 1] == "all").to_numpy()))]
     lines += [f"per part against {reference} (error %: estimate - reference):",
               _table(errs.round(1)), ""]
     if reported:

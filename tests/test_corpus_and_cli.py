@@ -186,6 +186,26 @@ def test_cli_estimators_prints_both_tables(tmp_path: Path, capsys: pytest.Captur
                  f"calibrated:{cal}", "--reference", "chars:3"]) == 0
 
 
+def test_cli_estimators_names_a_fitted_calibration_by_its_file_and_keeps_the_order_given(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """The fitted estimator was shown as calibrated(reported, *) beside the same one read
+    from a file as calibrated:FILE; the per-part table sorted the estimators by name."""
+    log = str(datasets.path("coding_session_b"))
+    old, new = tmp_path / "old.json", tmp_path / "new.json"
+    assert main(["estimators", log, "-e", "chars:4", "--calibrate", str(old)]) == 0
+    capsys.readouterr()
+    assert main(["estimators", log, "-e", "neuron", "-e", f"calibrated:{old}", "-e", "chars:4",
+                 "--calibrate", str(new)]) == 0
+    out = capsys.readouterr().out
+    assert "calibrated(" not in out
+    per_part, per_call = out.split("\nper part against ")[1].split("\nper call against ")
+    given = ["neuron", f"calibrated:{old}", "chars:4", f"calibrated:{new}"]
+    for table in (per_part, per_call):
+        names = [line.split()[0] for line in table.splitlines()[2:] if line.strip()]
+        assert list(dict.fromkeys(names)) == given, table
+    assert [line.split()[0] for line in per_part.splitlines() if " all " in line] == given
+
+
 def test_cli_estimators_list_and_errors(capsys: pytest.CaptureFixture[str]):
     assert main(["estimators", "--list"]) == 0
     assert "neurolink" in capsys.readouterr().out
