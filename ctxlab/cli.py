@@ -97,7 +97,7 @@ def no_input_warning(sources: Sequence[str], where: str) -> str:
 holds no part): not replayed'
     """
     one = len(sources) == 1
-    return (f"ctxlab: warning: {_count(len(sources), 'call')} of {where} "
+    return (f"ctxlab: warning: {counted(len(sources), 'call')} of {where} "
             f"({', '.join(sources[:3])}{' …' if len(sources) > 3 else ''}) "
             f"{'has' if one else 'have'} no recorded input ({'its' if one else 'their'} "
             f"session holds no part): not replayed")
@@ -138,9 +138,11 @@ def corpus_text(c: Corpus, root: Path | None = None) -> str:
 
     sessions = _table(sessions_df(c))       # loads the logs: an unreadable one is marked
     counts = c.files["status"].value_counts()
-    lines = [f"folder: {len(c.files)} files: {int(counts.get('log', 0))} logs, "
-             f"{int(counts.get('part-of', 0))} sub-agent files, "
-             f"{int(counts.get('not-a-log', 0))} not logs"
+    others = int(counts.get("not-a-log", 0))
+    logs = int(counts.get("log", 0))
+    lines = [f"folder: {counted(len(c.files), 'file')}: {counted(logs, 'log')}, "
+             f"{counted(int(counts.get('part-of', 0)), 'sub-agent file')}, "
+             f"{others:,} {'not a log' if others == 1 else 'not logs'}"
              + (f", {int(counts['unreadable'])} unreadable" if counts.get("unreadable") else "")]
     if root is not None and is_dataset(root):
         lines = [f"corpus dataset: {describe(root)}"]
@@ -209,8 +211,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         save_parquet(t, out)
     except OSError as e:
         raise ConfigError(f"cannot write {out}: {e.strerror or e}") from None
-    print(f"wrote {out}: {len(t.frame):,} parts, {len(t.calls):,} calls, "
-          f"{len(t.events):,} events")
+    print(f"wrote {out}: {counted(len(t.frame), 'part')}, {counted(len(t.calls), 'call')}, "
+          f"{counted(len(t.events), 'event')}")
     return 0
 
 
@@ -242,13 +244,16 @@ def estimators_text(source: Transcript | Corpus, specs: Sequence[str], reference
                               f"({e.strerror or e})") from None
         ests.append(f"calibrated:{calibration}")     # named as it is used: the file's
         lines += [f"calibration written to {calibration} (scale {cal.rates.scale:.3f}, "
-                  f"{cal.rates.calls} calls); use it as calibrated:{calibration}", ""]
+                  f"{counted(cal.rates.calls, 'call')}); use it as calibrated:{calibration}", ""]
     compared = compare_estimators_df(source, ests, reference=reference)
     errs = estimator_errors_df(compared)     # (sorted by name) in the order given
     order = {e: i for i, e in enumerate(pd.unique(compared["estimator"]))}
     errs = errs.iloc[np.lexsort((errs["estimator"].map(order).to_numpy(),
                                  (errs.iloc[:, 1] == "all").to_numpy()))]
-    lines += [f"per part against {reference} (error %: estimate - reference):",
+    from ctxlab.tokens import estimator
+    what = "error %" if estimator(reference).exact else \
+        "not an exact tokenizer, so difference % rather than error"
+    lines += [f"per part against {reference} ({what}: estimate - reference):",
               _table(errs.round(1)), ""]
     if reported:
         per_call = [reported_usage_df(source, e) for e in ests]
@@ -288,25 +293,32 @@ def _cmd_estimators(args: argparse.Namespace) -> int:
 
 MAX_EVENTS_SHOWN = 40
 REASON_CHARS = 90
-_WINDOW = re.compile(r"(\d[\d_,]*)([km]?)", re.I)
+_WINDOW = re.compile(r"(\d[\d_,]*(?:\.\d+)?)([km]?)", re.I)
 
 
 def parse_window(text: str | None) -> int | None:
-    """``--window``: tokens as ``200000``, ``200_000``, ``200k`` or ``1m``; None: per model.
+    """``--window``: tokens as ``200000``, ``200_000``, ``200k``, ``1.5k`` or ``1m``; None:
+    per model. A number that is not a whole number of tokens is refused.
 
     Example:
-        >>> parse_window("200k"), parse_window("1_048_576"), parse_window(None)
-        (200000, 1048576, None)
+        >>> [parse_window(w) for w in ("200k", "1_048_576", "1.5k", None)]
+        [200000, 1048576, 1500, None]
     """
+    from decimal import Decimal
+
     if text is None:
         return None
     m = _WINDOW.fullmatch(text.strip())
-    n = int(m.group(1).replace("_", "").replace(",", "")) * {"": 1, "k": 1_000, "m": 1_000_000}[
-        m.group(2).lower()] if m else 0
+    n = Decimal(m.group(1).replace("_", "").replace(",", "")) * {
+        "": 1, "k": 1_000, "m": 1_000_000}[m.group(2).lower()] if m else Decimal(0)
     if n <= 0:
         raise ConfigError(f"bad --window {text!r}: give the context window in tokens, "
-                          f"e.g. 200000 or 200k")
-    return n
+                          f"e.g. 200000, 200k or 1.5m")
+    if n != n.to_integral_value():
+        raise ConfigError(f"bad --window {text!r}: {n.normalize():,f} is not a whole number "
+                          f"of tokens; give the context window in tokens, e.g. 200000, 200k "
+                          f"or 1.5m")
+    return int(n)
 
 
 class _Steps:
@@ -359,16 +371,16 @@ def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay
     t = _load_log(args)
     skipped = t.load_report.skipped
     if t.calls.empty:
-        why = (f" ({len(skipped):,} records skipped: is it a {t.meta.get('format')} log? "
+        why = (f" ({counted(len(skipped), 'record')} skipped: is it a {t.meta.get('format')} log? "
                f"ctxlab info {args.path} says why)" if len(skipped) else "")
         raise ConfigError(f"{args.path}: the log has no LLM calls to replay{why}")
     if len(skipped):
-        steps.write("\n".join([f"ctxlab: warning: {len(skipped):,} records of {args.path} "
+        steps.write("\n".join([f"ctxlab: warning: {counted(len(skipped), 'record')} of {args.path} "
                                f"could not be used; the replay runs without them:",
                                *_report_lines(t)[1:]]))
     bare = calls_without_input(t)
     if len(bare) == len(t.calls):
-        raise ConfigError(f"{args.path}: no call to replay: its {_count(len(bare), 'call')} "
+        raise ConfigError(f"{args.path}: no call to replay: its {counted(len(bare), 'call')} "
                           f"record{'s' if len(bare) == 1 else ''} no input (the log holds no "
                           f"part, e.g. {bare['source'].astype(str).iloc[0]})")
     if len(bare):
@@ -376,7 +388,7 @@ def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay
     note = window_note(pipeline, window)
     if note:
         steps.write(f"ctxlab: note: {note}")
-    steps.next(f"replaying {len(t.calls):,} calls")
+    steps.next(f"replaying {counted(len(t.calls), 'call')}")
     r = replay(t, pipeline, window=window, estimator=args.estimator)
     small = small_window_warning(r.calls)
     if small:
@@ -451,7 +463,7 @@ def events_text(r: Replay, limit: int = MAX_EVENTS_SHOWN) -> str:
     if len(df) <= limit:
         return _table(df)
     half = limit // 2
-    return "\n".join([_table(df.head(half)), f"  ... {len(df) - limit:,} events left out "
+    return "\n".join([_table(df.head(half)), f"  ... {counted(len(df) - limit, 'event')} left out "
                       f"(Replay.events has them all)", _table(df.tail(half))])
 
 
@@ -463,7 +475,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
         steps.close()
     name = Path(str(t.meta.get("path") or args.path)).name
     window = f"{r.settings.window:,}" if r.settings.window else _model_windows(r.base, r.calls)
-    print(f"replay of {name} ({len(r.calls):,} calls, window {window}): {r.pipeline}")
+    print(f"replay of {name} ({counted(len(r.calls), 'call')}, window {window}): {r.pipeline}")
     print("\n".join(["", "summary:", *summary_lines(r), "", "events:", events_text(r)]))
     return 0
 
@@ -495,7 +507,13 @@ def _model_windows(t: Transcript, calls: pd.DataFrame, most: int = 3) -> str:
     return f"each call's model's: {', '.join(shown)}{more}"
 
 
-def _count(n: int, noun: str) -> str:
+def counted(n: int, noun: str) -> str:
+    """``n`` and a noun, plural but for one.
+
+    Example:
+        >>> counted(1, "event"), counted(1200, "call")
+        ('1 event', '1,200 calls')
+    """
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
@@ -515,12 +533,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
         steps.close()
     s = r.summary()
     print(f"wrote {out} ({out.stat().st_size / 1024:,.0f} KB)")
-    print(f"{r.pipeline.name} over {_count(s['calls'], 'call')}: "
-          f"{_count(s['compactions'], 'compaction')}, {_count(s['events'], 'event')}, "
-          f"{_count(s['failures'], 'failed summarizer attempt')}; "
-          f"largest request {s['peak_tokens']:,} tokens; highest usage "
+    print(f"{r.pipeline.name} over {counted(s['calls'], 'call')}: "
+          f"{counted(s['compactions'], 'compaction')}, {counted(s['events'], 'event')}, "
+          f"{counted(s['failures'], 'failed summarizer attempt')}; "
+          f"largest request {counted(s['peak_tokens'], 'token')}; highest usage "
           f"{s['peak_usage']:.1%} of its call's limit; "
-          f"{_count(s['over_window'], 'request')} over the window; "
+          f"{counted(s['over_window'], 'request')} over the window; "
           f"needed-fact recall {_share(s['recall'])}")
     return 0
 
@@ -614,7 +632,9 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("-e", "--estimator", action="append",
                      help=f"estimator spec, repeatable (default: {', '.join(DEFAULT_ESTIMATORS)})")
     est.add_argument("--reference", default="tiktoken:o200k_base",
-                     help="exact tokenizer taken as truth per part (default tiktoken:o200k_base)")
+                     help="the counts taken as truth per part: an exact tokenizer (default "
+                          "tiktoken:o200k_base); another estimator gives differences from "
+                          "its counts, not errors")
     est.add_argument("--calibrate", metavar="FILE", default=None,
                      help="fit a calibrated estimator on the reported usage and save it here")
     est.add_argument("--format", default=None, metavar="NAME",

@@ -24,12 +24,11 @@ SWEEP_EXAMPLES = """examples:
         --grid threshold=0.6:0.95:0.05 -o results.parquet
 
 --grid takes name=start:stop:step (stop included) or name=v1,v2 (windows as 200k or
-100k:200k:50k); names: preset,
-threshold, target, window, estimator, or stage.param (a stage parameter, applied to
-the presets that have that stage). Rows: one per configuration and session, the
-metrics of ctxlab.sweep, the same from either engine. --require prints the recommended
-configurations. A corpus dataset (ctxlab convert DIR -o corpus/) is read one session
-at a time by the workers.
+100k:200k:50k); names: preset, threshold, target, window, estimator, or stage.param
+(a stage parameter, applied to the presets that have that stage). Rows: one per
+configuration and session, the metrics of ctxlab.sweep, the same from either engine.
+--require prints the recommended configurations. A corpus dataset (ctxlab convert DIR
+-o corpus/) is read one session at a time by the workers.
 """
 SHOWN = ("preset", "threshold", "target", "window", "estimator", "sessions", "compactions",
          "tokens_sent", "cost", "overflows", "forced_final", "recall", "retention",
@@ -138,14 +137,14 @@ def left_out_lines(attrs: dict[str, Any], path: str) -> list[str]:
     ``attrs``, `ctxlab.sweep.sweep`): records that could not be used, calls without
     recorded input, sessions without an LLM call, files that are not logs; worded as
     ``replay`` and ``info`` word them."""
-    from ctxlab.cli import _count, file_lines, no_input_warning, skipped_lines
+    from ctxlab.cli import counted, file_lines, no_input_warning, skipped_lines
 
     lines, more = [], f"ctxlab info {path} lists them"
     if attrs.get("skipped"):
         skipped = pd.DataFrame(attrs["skipped"])
         logs = skipped["file"].nunique()
-        lines += [f"ctxlab: warning: {_count(len(skipped), 'record')} of "
-                  f"{_count(logs, 'log')} could not be used; the sweep ran without them:",
+        lines += [f"ctxlab: warning: {counted(len(skipped), 'record')} of "
+                  f"{counted(logs, 'log')} could not be used; the sweep ran without them:",
                   *skipped_lines(skipped, more)]
     bare = attrs.get("calls_without_input")
     if bare:
@@ -153,12 +152,12 @@ def left_out_lines(attrs: dict[str, Any], path: str) -> list[str]:
                                            f"{c['session']}") for c in bare], path))
     idle = attrs.get("sessions_without_calls")
     if idle:
-        lines.append(f"ctxlab: note: {_count(len(idle), 'session')} of {path} "
+        lines.append(f"ctxlab: note: {counted(len(idle), 'session')} of {path} "
                      f"{'has' if len(idle) == 1 else 'have'} no LLM call: nothing to replay, "
                      f"left out")
     other = attrs.get("not_logs")
     if other:
-        lines += [f"ctxlab: note: {_count(len(other), 'file')} of {path} "
+        lines += [f"ctxlab: note: {counted(len(other), 'file')} of {path} "
                   f"{'is not a log' if len(other) == 1 else 'are not logs'}: not swept",
                   *file_lines(pd.DataFrame(other).assign(status="not-a-log"), more)]
     return lines
@@ -233,8 +232,10 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         raise ConfigError(f"nothing to sweep in {args.path}: {why} (ctxlab info {args.path} "
                           f"shows what they hold); nothing was written")
     _write(df, out)
-    print(f"wrote {out}: {len(df):,} rows ({df['config'].nunique()} configurations x "
-          f"{len(df[['file', 'session']].drop_duplicates())} sessions)")
+    from ctxlab.cli import counted
+    configs = counted(df["config"].nunique(), "configuration")
+    sessions = counted(len(df[["file", "session"]].drop_duplicates()), "session")
+    print(f"wrote {out}: {counted(len(df), 'row')} ({configs} x {sessions})")
     print(sweep_text(df, constraints))
     notes = note_lines(df)
     if notes:

@@ -185,7 +185,7 @@ def test_skipped_records_are_announced_by_replay_and_shown_by_report(
     bad.write_text("\n".join(lines), encoding="utf-8")
     assert main(["replay", str(bad), "--preset", "neuron"]) == 0
     err = capsys.readouterr().err
-    assert "warning: 1 records of" in err and f"{bad}:51: malformed JSON" in err
+    assert "warning: 1 record of" in err and f"{bad}:51: malformed JSON" in err
     assert main(["report", str(bad), "--preset", "neuron", "-o", str(tmp_path / "r.html")]) == 0
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert "1 skipped" in page and "bad.jsonl:51 (malformed JSON" in page
@@ -347,15 +347,49 @@ def test_a_progress_bar_is_drawn_on_a_terminal_only(monkeypatch: pytest.MonkeyPa
 
 @pytest.mark.parametrize(("text", "tokens"), [("200000", 200_000), ("200k", 200_000),
                                                ("1M", 1_000_000), ("128_000", 128_000),
-                                               ("1,000,000", 1_000_000), (None, None)])
+                                               ("1,000,000", 1_000_000), (None, None),
+                                               ("1.5k", 1_500), ("0.5m", 500_000),
+                                               ("2.25k", 2_250), ("1_000.5k", 1_000_500),
+                                               ("0.0001m", 100)])
 def test_parse_window(text: str | None, tokens: int | None):
     assert parse_window(text) == tokens
 
 
-@pytest.mark.parametrize("text", ["", "k", "-5", "1.5k", "200 tokens", "0k"])
+@pytest.mark.parametrize("text", ["", "k", "-5", "200 tokens", "0k", "1.k", ".5k", "1.5.1k"])
 def test_parse_window_refuses(text: str):
     with pytest.raises(ConfigError, match="give the context window in tokens"):
         parse_window(text)
+
+
+@pytest.mark.parametrize(("text", "value"), [("1.5", "1.5"), ("1.0005k", "1,000.5")])
+def test_parse_window_refuses_part_of_a_token(text: str, value: str):
+    with pytest.raises(ConfigError, match=f"bad --window '{text}': {value} is not a whole "
+                                          f"number of tokens"):
+        parse_window(text)
+
+
+def test_counts_of_one_are_singular(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """A count of one is singular (it read "1 configurations x 1 sessions", "1 records")."""
+    out = tmp_path / "r.csv"
+    assert main(["sweep", LOG, "--preset", "neuron", "--workers", "1", "-o", str(out)]) == 0
+    assert f"wrote {out}: 1 row (1 configuration x 1 session)" in capsys.readouterr().out
+    lines = Path(LOG).read_text(encoding="utf-8").split("\n")
+    lines[50] = lines[50][10:]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines), encoding="utf-8")
+    assert main(["replay", str(bad), "--preset", "neuron"]) == 0
+    assert f"warning: 1 record of {bad} could not be used" in capsys.readouterr().err
+    log = DATASETS / "coding_session.jsonl"         # one recorded compaction
+    assert len(ctxlab.load(log).events) == 1
+    assert main(["convert", str(log), "-o", str(tmp_path / "c.parquet")]) == 0
+    assert capsys.readouterr().out.endswith(" calls, 1 event\n")
+
+
+def test_the_sweep_help_lists_the_grid_names_on_one_line(capsys: pytest.CaptureFixture[str]):
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    assert "names: preset, threshold, target, window, estimator, or stage.param" in \
+        capsys.readouterr().out
 
 
 def test_long_event_lists_show_both_ends_and_say_how_many_were_left_out():

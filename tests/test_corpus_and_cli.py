@@ -206,6 +206,22 @@ def test_cli_estimators_names_a_fitted_calibration_by_its_file_and_keeps_the_ord
     assert [line.split()[0] for line in per_part.splitlines() if " all " in line] == given
 
 
+def test_cli_estimators_says_when_its_reference_is_not_an_exact_tokenizer(
+        capsys: pytest.CaptureFixture[str]):
+    """--reference takes any estimator (a heuristic is quick to compare with), but only an
+    exact tokenizer's counts are the truth the help promised: the table says which."""
+    log = str(datasets.path("coding_session_b"))
+    assert main(["estimators", log, "-e", "chars:4", "--reference", "chars:3"]) == 0
+    assert "per part against chars:3 (not an exact tokenizer, so difference % rather than " \
+        "error: estimate - reference):" in capsys.readouterr().out
+    assert main(["estimators", log, "-e", "chars:4"]) == 0
+    assert "per part against tiktoken:o200k_base (error %: estimate - reference):" in \
+        capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        main(["estimators", "--help"])
+    assert "another estimator gives differences" in " ".join(capsys.readouterr().out.split())
+
+
 def test_cli_estimators_list_and_errors(capsys: pytest.CaptureFixture[str]):
     assert main(["estimators", "--list"]) == 0
     assert "neurolink" in capsys.readouterr().out
@@ -394,7 +410,7 @@ def test_small_command_line_promises(tmp_path: Path, capsys: pytest.CaptureFixtu
         shutil.copy(log, two / name)
     assert main(["sweep", str(two), "--preset", "neuron", "--workers", "1", "-o",
                  str(tmp_path / "r.csv")]) == 0
-    assert "2 rows (1 configurations x 2 sessions)" in capsys.readouterr().out
+    assert "2 rows (1 configuration x 2 sessions)" in capsys.readouterr().out
     assert main(["convert", str(two / "a.jsonl"), "-o", str(two / "a.parquet")]) == 0
     files = ctxlab.load_dir(two).files.set_index("path")
     assert "a log converted by ctxlab convert loads on its own" in \
