@@ -393,6 +393,10 @@ def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay
     small = small_window_warning(r.calls)
     if small:
         steps.write(small)
+    from ctxlab.fidelity import overhead_notes
+
+    for note in overhead_notes(r):
+        steps.write(f"ctxlab: warning: {note}")
     return t, r
 
 

@@ -71,7 +71,10 @@ def sweep_text(results: pd.DataFrame, constraints: dict[str, float]) -> str:
     from ctxlab.recommend import aggregate, recommend
 
     agg = aggregate(results)
-    lines = ["per configuration (totals over sessions; cost in USD, illustrative prices):",
+    measure = results["measure"].iloc[0] if "measure" in results and len(results) else None
+    counted_by = f", tokens sent and cost counted by {measure}" if measure else ""
+    lines = [f"per configuration (totals over sessions; cost in USD, illustrative prices"
+             f"{counted_by}):",
              _table(agg)]
     if constraints:
         lines += ["", "recommended (" + ", ".join(f"{k}={v:g}" for k, v in constraints.items())
@@ -221,7 +224,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     out = output_path(args.output, inputs=[args.path])
     df = sweep(args.path, grid, engine=args.engine, estimator=args.estimator,
                window=parse_window(args.window), workers=args.workers,
-               progress=True if args.progress else None)
+               measure=args.measure, progress=True if args.progress else None)
     notes = left_out_lines(df.attrs, args.path)
     if notes:
         print("\n".join(notes), file=sys.stderr)
@@ -259,6 +262,9 @@ def add_sweep_command(sub: Any) -> argparse.ArgumentParser:
                     help="context window, e.g. 200k (default: each call's model's)")
     sp.add_argument("--estimator", default=None,
                     help="token estimator spec (default: each pipeline's)")
+    sp.add_argument("--measure", default=None, metavar="SPEC",
+                    help="the estimator that counts tokens sent and cost for every "
+                         "configuration alike (default: tiktoken:o200k_base)")
     sp.add_argument("--engine", choices=("local", "dask"), default="local",
                     help="local: a process pool (default); dask: a Dask LocalCluster, one "
                          "task per session (pip install 'ctxlab[dask]')")

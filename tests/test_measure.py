@@ -88,3 +88,17 @@ def test_a_measure_that_is_no_estimator_fails_before_any_replay():
         sweep(t, {"preset": ["neurolink"]}, workers=1, measure="nope:1")
     with pytest.raises(ConfigError, match="estimator spec"):
         sweep(t, {"preset": ["neurolink"]}, workers=1, measure=3)
+
+
+def test_the_cli_sweep_counts_with_the_measure_it_is_given(tmp_path, capsys):
+    from ctxlab.cli import main
+
+    out = tmp_path / "r.csv"
+    assert main(["sweep", str(DATASETS / "coding_session_b.jsonl"), "--preset",
+                 "neurolink,claude-code", "-o", str(out), "--measure", "chars:4"]) == 0
+    text = capsys.readouterr().out
+    assert "tokens sent and cost counted by chars:4" in text
+    import pandas as pd
+    assert set(pd.read_csv(out)["measure"]) == {"chars:4"}
+    assert main(["sweep", str(DATASETS / "coding_session_b.jsonl"), "--preset", "neurolink",
+                 "-o", str(out), "--measure", "nope:1"]) == 2

@@ -38,3 +38,13 @@ def test_the_report_says_it():
     page = report_html(ctxlab.replay(t, "neurolink"), transcript=t)
     assert "overhead left out" in page and "14,428 tokens of system prompt" in page
     assert "overhead left out" not in report_html(ctxlab.replay(t, "claude-code"), transcript=t)
+
+
+def test_the_cli_replay_warns_of_it(capsys):
+    from ctxlab.cli import main
+
+    assert main(["replay", str(DEMO)]) == 0
+    err = capsys.readouterr().err
+    assert "ctxlab: warning: neurolink:anthropic counts more than the provider" in err
+    assert main(["replay", str(DEMO), "--preset", "claude-code"]) == 0
+    assert "counts more than the provider" not in capsys.readouterr().err
