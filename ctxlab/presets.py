@@ -159,8 +159,8 @@ def claude_code(log: Transcript | Corpus | None = None) -> Pipeline:
 
     Claude Code compacts when its context passes ``window − min(max output, 20k) − 13k``:
     167k of a 200k window (the ``autocompact`` limit, at threshold 1.0; 67k of a 100k
-    window, where 83.5% of the window would be 83.5k). It measures the reported usage of its last call
-    plus an estimate of what came after; on the real logs that check, rebuilt by
+    window, where 83.5% of the window would be 83.5k). It measures the reported usage of
+    its last call plus an estimate of what came after; on the real logs that check, rebuilt by
     `ctxlab.fidelity.claude_code_checks_df`, first passes 167k exactly at each recorded
     compaction (preTokens 167,094–170,251; every earlier check at most 166,772).
     Compaction is one summary, then the 5 most recently modified files (5k tokens each,
