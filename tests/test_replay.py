@@ -422,7 +422,8 @@ def test_a_failed_attempt_before_the_rewind_leaves_the_reported_trigger_as_it_wa
     t = ctxlab.load(DATASETS / "coding_session_b.jsonl")
     cc = ctxlab.preset("claude-code")
     p = dataclasses.replace(cc, stages=(claude_code_summarize(summarizer=missing_summarizer),))
-    r = replay(t, p, window=60_000)
+    window = 83_100     # its autocompact limit 50,100 (window − 20k − 13k)
+    r = replay(t, p, window=window)
     failed = r.events.loc[r.events["failure"].notna(), "call"]
     assert len(failed) > 3 and r.events["event"].isna().all()
     k = int(failed.min()) + 1
@@ -433,7 +434,7 @@ def test_a_failed_attempt_before_the_rewind_leaves_the_reported_trigger_as_it_wa
     limit = int(row["limit_tokens"])
     t_between = (int(row["checked_tokens"]) + 1) / limit
     assert int(row["tokens_before"]) > int(row["checked_tokens"])
-    r2 = replay(t, dataclasses.replace(p, threshold=t_between), window=60_000)
+    r2 = replay(t, dataclasses.replace(p, threshold=t_between), window=window)
     assert not r2.calls.loc[r2.calls["call"] == k + 1, "triggered"].iloc[0]
     _frames_equal(r2.rewind(k).resume(), r2)
 
