@@ -128,6 +128,8 @@ def info_text(t: Transcript, path: Path | None = None) -> str:
     lines += ["", "parts by role and kind:", _table(parts_by_role_kind_df(t)), ""]
     if len(t.sessions) > 1 or len(t.calls):
         lines += ["sessions:", _table(sessions_df(t).drop(columns=["format"])), ""]
+    from ctxlab.replay import helper_sessions
+    lines += [f"not replayed: {note}" for note in helper_sessions(t).values()]
     lines += _report_lines(t)
     return "\n".join(lines)
 
@@ -363,7 +365,7 @@ def _load_log(args: argparse.Namespace) -> Transcript:
 
 def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay]:
     from ctxlab.pipeline import resolve_pipeline, window_note
-    from ctxlab.replay import calls_without_input, replay
+    from ctxlab.replay import calls_without_input, helper_sessions, replay
 
     window = parse_window(args.window)
     pipeline = resolve_pipeline(args.preset)  # a bad name fails before the log is read
@@ -378,8 +380,13 @@ def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay
         steps.write("\n".join([f"ctxlab: warning: {counted(len(skipped), 'record')} of {args.path} "
                                f"could not be used; the replay runs without them:",
                                *_report_lines(t)[1:]]))
+    helpers = helper_sessions(t)    # e.g. Claude Code's compaction summarizer (--sidechains)
+    if t.calls["session"].isin(helpers).all():
+        raise ConfigError(f"{args.path}: no call to replay: {'; '.join(helpers.values())}")
+    if helpers:
+        steps.write(f"ctxlab: note: {args.path}: {'; '.join(helpers.values())}")
     bare = calls_without_input(t)
-    if len(bare) == len(t.calls):
+    if len(bare) == (~t.calls["session"].isin(helpers)).sum():
         raise ConfigError(f"{args.path}: no call to replay: its {counted(len(bare), 'call')} "
                           f"record{'s' if len(bare) == 1 else ''} no input (the log holds no "
                           f"part, e.g. {bare['source'].astype(str).iloc[0]})")
@@ -388,7 +395,7 @@ def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay
     note = window_note(pipeline, window)
     if note:
         steps.write(f"ctxlab: note: {note}")
-    steps.next(f"replaying {counted(len(t.calls), 'call')}")
+    steps.next(f"replaying {counted(int((~t.calls['session'].isin(helpers)).sum()), 'call')}")
     r = replay(t, pipeline, window=window, estimator=args.estimator)
     small = small_window_warning(r.calls)
     if small:

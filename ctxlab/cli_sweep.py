@@ -226,6 +226,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
                window=parse_window(args.window), workers=args.workers,
                measure=args.measure, progress=True if args.progress else None)
     notes = left_out_lines(df.attrs, args.path)
+    left = df.attrs.get("not_replayed") or []
+    if left:        # sessions that are no agent's (Claude Code's compaction summarizer)
+        from ctxlab.cli import counted
+        notes.append(f"ctxlab: note: {counted(len(left), 'session')} left out: "
+                     + "; ".join(str(r["reason"]) for r in left[:3])
+                     + (" …" if len(left) > 3 else ""))
     if notes:
         print("\n".join(notes), file=sys.stderr)
     if df.empty:

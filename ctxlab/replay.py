@@ -38,7 +38,8 @@ from ctxlab.pipeline import (Pipeline, call_models, changed, compact_view, force
 from ctxlab.replay_state import (Anchor, Sums, after_values, apply_to_sums, call_row,
                                  empty_ledger, event_row, events_frame, ledger_rows,
                                  window_of)
-from ctxlab.schema import UNRECORDED_INPUT, Transcript, frames_unchanged, session_rows
+from ctxlab.schema import (HELPER_SESSIONS, UNRECORDED_INPUT, Transcript, frames_unchanged,
+                           session_rows)
 from ctxlab.stages.base import Stage, View
 from ctxlab.stages.grammar import grown_scan, view_grammar
 from ctxlab.stages.table import Table, append
@@ -77,6 +78,8 @@ class Replay:
         ledger: one row per part an event hid or inserted.
         settings: pipeline, window, estimator and overheads, for `resume`.
         next_call: per session, the first call not replayed (after `rewind`).
+        not_replayed: the log's sessions that are not an agent's conversation, left out
+            (not in ``base`` either), with what each is (`helper_sessions`).
     """
 
     base: Transcript
@@ -86,6 +89,7 @@ class Replay:
     ledger: pd.DataFrame
     settings: Settings
     next_call: Mapping[str, int] = field(default_factory=dict)
+    not_replayed: Mapping[str, str] = field(default_factory=dict)
     _metrics: dict[str, pd.DataFrame] = field(default_factory=dict, init=False, repr=False,
                                               compare=False)
 
@@ -252,6 +256,25 @@ def calls_without_input(t: Transcript) -> pd.DataFrame:
     return t.calls[~t.calls["session"].isin(pd.unique(t.frame["session"]))]
 
 
+def helper_sessions(t: Transcript) -> dict[str, str]:
+    """The sessions of a log that record a request its client made for itself, not an
+    agent's conversation (`ctxlab.schema.HELPER_SESSIONS`: Claude Code's compaction
+    summarizer request), with what each is. A replay leaves them out
+    (`Replay.not_replayed`), as a sweep does.
+
+    Example:
+        >>> import ctxlab
+        >>> helper_sessions(ctxlab.load("datasets/coding_session.jsonl"))
+        {}
+    """
+    given = t.meta.get(HELPER_SESSIONS)
+    if not isinstance(given, Mapping) or not given:
+        return {}
+    present = set(t.frame["session"]) | set(t.calls["session"])
+    return {str(s): str(v.get("note") if isinstance(v, Mapping) else v)
+            for s, v in given.items() if s in present}
+
+
 def replay(t: Transcript, pipeline: str | Pipeline, *, window: int | None = None,
            estimator: str | Estimator | None = None,
            overhead_tokens: Mapping[str, int] | int | None = None) -> Replay:
@@ -259,7 +282,8 @@ def replay(t: Transcript, pipeline: str | Pipeline, *, window: int | None = None
 
     Args:
         t: the log. Recorded compactions are rewound first: the replay starts from what
-            the agent would have sent without them.
+            the agent would have sent without them. Sessions that are no agent's
+            conversation (`helper_sessions`) are left out: `Replay.not_replayed`.
         pipeline: a preset name or a `Pipeline`.
         window: the context window (default: each call's model's, from the registry).
         estimator: spec or instance (default: the pipeline's).
@@ -274,6 +298,10 @@ def _replay(t: Transcript, p: Pipeline, window: int | None,
             estimator: str | Estimator | None,
             overhead_tokens: Mapping[str, int] | int | None) -> Replay:
     base = t.rewind_recorded()
+    helpers = helper_sessions(t)
+    if helpers:
+        kept = {*base.frame["session"], *base.calls["session"], *base.events["session"]}
+        base = base.sessions_of(kept - set(helpers))
     recorded = t.events[t.events["origin"] == "recorded"]
     # up to its first recorded compaction, the uncompacted request is the logged one
     reported_until = {str(k): float(v) for k, v in recorded.groupby("session")["pos"].min().items()}
@@ -285,7 +313,8 @@ def _replay(t: Transcript, p: Pipeline, window: int | None,
     settings = Settings(pipeline=p, window=window, estimator=estimator,
                         overhead_tokens=dict(overhead_tokens), reported_until=reported_until,
                         log=t if fitted else None)
-    return _walk(base, base, settings, {}, None)
+    r = _walk(base, base, settings, {}, None)
+    return replace(r, not_replayed=helpers) if helpers else r
 
 
 def _fitted_overheads(t: Transcript, p: Pipeline,
@@ -297,7 +326,9 @@ def _fitted_overheads(t: Transcript, p: Pipeline,
     says the client sent without recording it (`UNRECORDED_INPUT`), else 0."""
     if not len(t.calls):
         return {}
-    return _with_unrecorded(t, _fitted(t, p, estimator))
+    helpers = helper_sessions(t)        # not replayed: no overhead of theirs to show
+    return {s: v for s, v in _with_unrecorded(t, _fitted(t, p, estimator)).items()
+            if s not in helpers}
 
 
 def _with_unrecorded(t: Transcript, fitted: dict[str, int]) -> dict[str, int]:
@@ -401,7 +432,8 @@ def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[st
     if calls_df.empty:
         calls_df = pd.DataFrame(columns=["session", "call"])
     return Replay(base=base, transcript=t, calls=calls_df, events=events_df, ledger=ledger_df,
-                  settings=settings, next_call={})
+                  settings=settings, next_call={},
+                  not_replayed=previous.not_replayed if previous is not None else {})
 
 
 def _by_session(df: pd.DataFrame, order: Mapping[str, int]) -> pd.DataFrame:
@@ -647,4 +679,4 @@ class RequestRows:
         self.left.clear()
 
 
-__all__ = ["Replay", "Settings", "calls_without_input", "replay"]
+__all__ = ["Replay", "Settings", "calls_without_input", "helper_sessions", "replay"]

@@ -101,6 +101,15 @@ UNRECORDED_INPUT = "unrecorded_input"
 every request that the log does not hold (Copilot CLI's tool definitions). A replay
 counts them as the session's overhead where no call reports its input to fit it from."""
 
+HELPER_SESSIONS = "helper_sessions"
+"""``Transcript.meta`` key: per session that records a request the client made for itself
+rather than an agent's conversation, what it is: ``kind`` (``"compaction_summarizer"``:
+Claude Code's request that writes the summary of a compaction), ``note`` (one sentence for
+people), ``file``, ``marker`` (what in the log tells), and the ``session`` and recorded
+``event`` it serves when known. Such a session is loaded like any other (nothing is
+dropped) but is not an agent session: replays, sweeps and the CLI leave it out and say so
+(`ctxlab.replay.helper_sessions`)."""
+
 EVENT_COLUMNS: tuple[Column, ...] = (
     Column(name="session", dtype="string", required=True, doc="session id"),
     Column(name="event", dtype="Int64", required=True, doc="event id within the session"),
@@ -343,7 +352,9 @@ REPORT_COLUMNS: tuple[Column, ...] = (
                "skipped (could not be used: see reason)",
            values=("used", "ignored", "skipped")),
     Column(name="parts", dtype="Int64", required=True, doc="parts made from this record"),
-    Column(name="reason", dtype="string", required=False, doc="why ignored or skipped"),
+    Column(name="reason", dtype="string", required=False,
+           doc="why ignored or skipped; for a used record, a note on what it became when "
+               "that needs saying (e.g. a session loaded but not replayed)"),
 )
 
 

@@ -51,6 +51,7 @@ import pandas as pd
 from ctxlab.errors import ConfigError, LoadError
 from ctxlab.loaders.corpus import Corpus, load_dir
 from ctxlab.loaders.records import LoadOptions
+from ctxlab.replay import helper_sessions
 from ctxlab.schema import Transcript
 from ctxlab.sweep_grid import Config, Grid, distinct, expand
 from ctxlab.sweep_prefix import replays, shared_groups
@@ -207,8 +208,52 @@ def _load(src: Source) -> Transcript:
 
 def replayed_sessions(t: Transcript) -> list[str]:
     """The sessions of a log that a sweep replays: those with parts and calls, in log
-    order (a session of calls alone has no request to replay: `calls_without_input`)."""
-    return [s for s in pd.unique(t.frame["session"]) if (t.calls["session"] == s).any()]
+    order (a session of calls alone has no request to replay: `calls_without_input`),
+    but for sessions that are no agent's conversation (`helper_sessions`: Claude Code's
+    compaction summarizer request), which `not_replayed_records` lists."""
+    helpers = helper_sessions(t)
+    return [s for s in pd.unique(t.frame["session"])
+            if s not in helpers and (t.calls["session"] == s).any()]
+
+
+NOT_REPLAYED = "not replayed"
+"""The ``status`` of the rows `not_replayed_records` adds to a log's skipped records (a
+sweep carries them apart: ``attrs["not_replayed"]``)."""
+
+
+def not_replayed_records(t: Transcript) -> pd.DataFrame:
+    """One load-report row per session of a log a sweep leaves out as no agent's
+    conversation (`helper_sessions`): ``file`` (the log), ``where`` (``session <id>``),
+    ``record`` ``session``, ``status`` `NOT_REPLAYED` and the ``reason``."""
+    helpers = helper_sessions(t)
+    return _not_replayed([str(t.meta.get("path") or "")] * len(helpers), list(helpers),
+                         list(helpers.values()))
+
+
+def _not_replayed(files: list[str], sessions: list[str], reasons: list[str]) -> pd.DataFrame:
+    from ctxlab.schema import REPORT_COLUMNS, coerce
+    n = len(files)
+    return coerce({"file": files, "line": [None] * n,
+                   "where": [f"session {s}" for s in sessions], "record": ["session"] * n,
+                   "status": [NOT_REPLAYED] * n, "parts": [0] * n, "reason": reasons},
+                  REPORT_COLUMNS)
+
+
+def _left_out(files: pd.DataFrame) -> pd.DataFrame:
+    """`not_replayed_records` of a corpus dataset's partitions (``Corpus.files`` rows
+    whose note says why a sweep leaves them out)."""
+    return _not_replayed(files["source"].astype(str).tolist(),
+                         files["session"].astype(str).tolist(),
+                         files["note"].astype(str).tolist())
+
+
+def _listed(t: Transcript) -> tuple[list[str], pd.DataFrame]:
+    """The sessions of a log a sweep replays, and the records it runs without: those
+    that could not be used (`LoadReport.skipped`) and the sessions it leaves out
+    (`not_replayed_records`)."""
+    sk = t.load_report.skipped.reset_index(drop=True)
+    left = not_replayed_records(t)
+    return replayed_sessions(t), pd.concat([sk, left], ignore_index=True) if len(left) else sk
 
 
 LeftOut = dict[str, list[dict[str, Any]]]
@@ -245,7 +290,8 @@ def left_out(t: Transcript, file: str) -> LeftOut:
 
 def _sessions_of(src: Source) -> tuple[list[str], pd.DataFrame, LeftOut]:
     """The sessions a sweep replays from a log loaded in a worker, the records of the
-    log that could not be used (`LoadReport.skipped`) and what else it leaves out
+    log that could not be used (`LoadReport.skipped`, with a row for each session left
+    out as no agent's conversation: `not_replayed_records`) and what else it leaves out
     (`left_out`). A log that cannot be read at all (truncated JSON...) gives no session
     and one skipped record saying why, unless the sweep is strict: one bad file does not
     stop a corpus."""
@@ -261,8 +307,8 @@ def _sessions_of(src: Source) -> tuple[list[str], pd.DataFrame, LeftOut]:
                "reason": [f"the log could not be read, so none of it was replayed: "
                           f"{e.reason}"]}
         return [], coerce(row, REPORT_COLUMNS), NO_LEFT_OUT
-    return replayed_sessions(t), t.load_report.skipped.reset_index(drop=True), \
-        left_out(t, src.path)
+    sessions, skipped = _listed(t)
+    return sessions, skipped, left_out(t, src.path)
 
 
 def session_list(sources: Sessions,
@@ -381,18 +427,20 @@ def _sources(corpus: Any) -> tuple[Sessions, list[Transcript], list[pd.DataFrame
                     c for r in files[~keep & (files["calls"] > 0)].itertuples()
                     for c in left_out(corpus.transcript(r.path), str(r.source))[
                         "calls_without_input"]]}
+            helper = files["note"].notna()      # no agent's conversation (`write_corpus`)
             return [(Source(path=str(r.source), format="parquet", part=str(r.path)),
-                     [str(r.session)]) for r in files[keep].itertuples()], [], \
-                [corpus.load_report.skipped], [lo], not_logs
+                     [str(r.session)]) for r in files[keep & ~helper].itertuples()], [], \
+                [corpus.load_report.skipped, _left_out(files[helper])], [lo], not_logs
         return [(Source(path=str(p), format=str(f), options=corpus.options), None)
                 for p, f in zip(files["path"], files["format"])], [], [], [], not_logs
     if isinstance(corpus, Transcript):
         corpus = [corpus]
     if isinstance(corpus, Sequence) and corpus and all(isinstance(t, Transcript)
                                                        for t in corpus):
-        sources = [(Source(path=str(t.meta.get("path") or f"<transcript {i}>"), memory=i),
-                    replayed_sessions(t)) for i, t in enumerate(corpus)]
-        return sources, list(corpus), [t.load_report.skipped for t in corpus], \
+        listed = [_listed(t) for t in corpus]
+        sources = [(Source(path=str(t.meta.get("path") or f"<transcript {i}>"), memory=i), ss)
+                   for i, (t, (ss, _)) in enumerate(zip(corpus, listed))]
+        return sources, list(corpus), [sk for _, sk in listed], \
             [left_out(t, src.path) for t, (src, _) in zip(corpus, sources)], []
     raise ConfigError("sweep takes a Corpus, a folder or file path, a Transcript or a list "
                       f"of Transcripts, not {type(corpus).__name__}")
@@ -450,7 +498,9 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
         (`skipped_records`: file, line, reason); ``sessions_without_calls`` (file,
         session) and ``calls_without_input`` (file, session, call, source), not replayed
         (`left_out`); ``not_logs``, the files of a folder that are not logs (path, note,
-        as ``Corpus.files`` has them).
+        as ``Corpus.files`` has them); ``not_replayed``, the sessions left out as no
+        agent's conversation (`not_replayed_records`: Claude Code's compaction
+        summarizer), as ``skipped`` lists records.
 
     Example:
         >>> from ctxlab.sweep import sweep
@@ -480,7 +530,9 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
         rows, n_sessions, listed, listed_out = _run_local(sources, memory, configs,
                                                           stage_cols, metering, workers, progress)
     df = _frame(rows, configs, n_sessions, stage_cols)
-    df.attrs["skipped"] = skipped_records([*known, *listed])
+    frames = [*known, *listed]
+    df.attrs["skipped"] = skipped_records(f[f["status"] != NOT_REPLAYED] for f in frames)
+    df.attrs["not_replayed"] = skipped_records(f[f["status"] == NOT_REPLAYED] for f in frames)
     for key in NO_LEFT_OUT:
         df.attrs[key] = _once([r for lo in (*known_out, *listed_out) for r in lo[key]])
     df.attrs["not_logs"] = SharedRecords(not_logs)

@@ -15,7 +15,11 @@ response cannot be told apart without it): the load report says so at its line.
 Compaction: a ``compact_boundary`` becomes a recorded event (trigger, ``preTokens``) that
 hides every earlier part; the following ``isCompactSummary`` record is a ``summary`` part the
 event inserted. The summarizer's own call (``subagents/agent-acompact-*.jsonl``, read even
-without ``sidechains``) goes into the event's meta as ``summarizer_call``. A
+without ``sidechains``) goes into the event's meta as ``summarizer_call``; with
+``sidechains`` it is also a session of its own, which is no agent's conversation: it is
+marked in ``meta["helper_sessions"]`` (`ctxlab.schema.HELPER_SESSIONS`, with the event it
+served) and at its call's line of the load report, and replays leave it out
+(`summarizer_marker` says how it is told from an agent). A
 ``microcompact_boundary`` (newer CLIs: old tool results cleared, the conversation goes on)
 becomes a recorded event (``microcompactMetadata``'s trigger and ``preTokens``) that hides
 the results of its ``compactedToolIds`` and puts ``[Old tool result content cleared]`` in
@@ -61,7 +65,7 @@ from ctxlab.loaders.claude_code_chain import (CONVERSATION, NOTIFICATION_PREFIX,
                                               usage_fields, user_category)
 from ctxlab.loaders.records import SHAPE_ERRORS, LoadOptions, to_json, ts_iso
 from ctxlab.loaders.registry import Loader, register
-from ctxlab.schema import Transcript
+from ctxlab.schema import HELPER_SESSIONS, Transcript
 
 NAME = "claude_code"
 GRAPH_TYPES = frozenset({"user", "assistant", "system", "progress", "attachment"})
@@ -109,6 +113,41 @@ def queued_left_out(obj: dict[str, Any]) -> list[tuple[int, str]]:
 
 SIDECHAIN = "sidechain: load with sidechains=True (--sidechains)"
 INJECTED = frozenset({"command", "local_command", "interrupt", "task_notification"})
+SUMMARIZER_ID = "acompact"
+"""How Claude Code's ``agentId`` of its compaction summarizer request starts (which also
+names its file: ``subagents/agent-acompact-<id>.jsonl``)."""
+
+
+def summarizer_marker(nodes: list[Record], name: str = "") -> str | None:
+    """What shows that a sub-agent's records are Claude Code's compaction summarizer
+    request, not an agent session; None: an agent.
+
+    The records' own ``agentId`` (``acompact-<id>``, the id Claude Code gives that request)
+    decides, with the file name (``agent-acompact-<id>``, derived from it) as corroboration;
+    the file name alone only when no record carries an ``agentId``. The prompt text
+    ("Your task is to create a detailed summary...") is not used: it is wording that
+    changes between versions and that anyone can paste into an agent's task.
+    """
+    ids = sorted({o["agentId"] for _, o in nodes if isinstance(o.get("agentId"), str)})
+    own = [i for i in ids if i.startswith(SUMMARIZER_ID)]
+    named = name.startswith(f"agent-{SUMMARIZER_ID}")
+    if own:
+        return f"agentId {own[0]!r}" + (f" (file {name}.jsonl)" if named else "")
+    return f"file name {name}.jsonl (no agentId)" if named and not ids else None
+
+
+def _helper(f: RecordFile, nodes: list[Record], marker: str, name: str, of: str,
+            event: Any) -> dict[str, Any]:
+    """The `HELPER_SESSIONS` entry of a compaction summarizer session, said in the load
+    report at its call's line (else its first used line)."""
+    note = (f"{name} is Claude Code's compaction summarizer request, not an agent session: "
+            f"loaded, not replayed")
+    used = [ln for ln, _ in nodes if f.decided.get(ln, ("",))[0] == "used"]
+    calls = [ln for ln in used if f.decided[ln][1] == "assistant"]
+    if used:
+        f.note((calls or used)[-1 if calls else 0], note)
+    return {"kind": "compaction_summarizer", "note": note, "file": str(f.path),
+            "marker": marker, "session": of, "event": event}
 
 
 def sniff(path: Path, head: str) -> bool:
@@ -428,12 +467,14 @@ class _Session:
         call = self._match_summarizer(parse_ts(ts))
         if call is not None:
             meta["summarizer_call"] = {k: v for k, v in call.items()
-                                       if k not in ("line", "matched")}
+                                       if k not in ("line", "matched", "event")}
         trigger = cm.get("trigger")
         event = self.b.event(trigger=trigger if isinstance(trigger, str) else None,
                              pre_tokens=cm.get("preTokens"),
                              reason="Claude Code compaction", origin="recorded",
                              source=self.f.loc(line), meta=meta)
+        if call is not None:
+            call["event"] = event               # its session links to it (`_helper`)
         self.b.hide(range(self.visible_from, self.b.n_parts), event)  # earlier ones: hidden
         self.visible_from = self.b.n_parts
         return event
@@ -545,7 +586,8 @@ def load(path: Path, options: LoadOptions) -> Transcript:
     Args:
         path: the main ``<sessionId>.jsonl`` (or a sub-agent file, loaded on its own).
         options: ``sidechains=True`` also loads sub-agent conversations as sessions
-            ``<sessionId>/<agentId or root uuid>`` (1.0.x) and ``<sessionId>/agent-<id>`` (2.x).
+            ``<sessionId>/<agentId or root uuid>`` (1.0.x) and ``<sessionId>/agent-<id>`` (2.x);
+            the compaction summarizer's is marked in ``meta["helper_sessions"]``.
     """
     path = Path(path)
     subagent = path.parent.name == "subagents"
@@ -562,15 +604,21 @@ def load(path: Path, options: LoadOptions) -> Transcript:
     found = {p: summarizer_call(f) for p, f in subs if p.stem.startswith("agent-acompact")}
     summarizers = [s for s in found.values() if s is not None]
     sessions = [_Session(SessionBuilder(sid, main.log), main, summarizers)]
-    sessions[0].build(nodes, flat=subagent and path.stem.startswith("agent-acompact"),
-                      queued=not subagent)
+    alone = summarizer_marker(nodes, path.stem) if subagent else None
+    sessions[0].build(nodes, flat=alone is not None, queued=not subagent)
+    helpers: dict[str, dict[str, Any]] = {}
+    if alone is not None:       # a summarizer's file loaded on its own
+        helpers[sid] = _helper(main, nodes, alone, path.stem, sid.rpartition("/")[0], None)
     for line, obj in main.records:      # queued prompts no session took
         if obj.get("type") == "queue-operation" and line not in main.decided:
             main.ignore(line, "queue-operation", IGNORED_TYPES["queue-operation"])
     if options.sidechains:
         for key, group in sidechain_groups(side).items():
             sessions.append(_Session(SessionBuilder(f"{sid}/{key}", main.log), main, []))
-            sessions[-1].build(group)
+            marker = summarizer_marker(group)
+            sessions[-1].build(group, flat=marker is not None)
+            if marker is not None:
+                helpers[f"{sid}/{key}"] = _helper(main, group, marker, key, sid, None)
     else:
         for line, obj in side:
             main.ignore(line, str(obj["type"]), SIDECHAIN)
@@ -579,7 +627,11 @@ def load(path: Path, options: LoadOptions) -> Transcript:
         if options.sidechains:
             key = f"{_session_id(sub_nodes, sid)}/{p.stem}"
             sessions.append(_Session(SessionBuilder(key, f.log), f, []))
-            sessions[-1].build(sub_nodes, flat=p.stem.startswith("agent-acompact"))
+            marker = summarizer_marker(sub_nodes, p.stem)
+            sessions[-1].build(sub_nodes, flat=marker is not None)
+            if marker is not None:
+                event = found[p].get("event") if found.get(p) is not None else None
+                helpers[key] = _helper(f, sub_nodes, marker, p.stem, sid, event)
             continue
         summary = found.get(p)
         if summary is not None and summary.get("matched"):
@@ -606,6 +658,8 @@ def load(path: Path, options: LoadOptions) -> Transcript:
         meta["titles"] = titles
     if sub_paths:
         meta["subagent_files"] = [str(p) for p in sub_paths]
+    if helpers:
+        meta[HELPER_SESSIONS] = helpers
     return assemble(builders, [main.flush()] + [f.flush() for _, f in subs], meta)
 
 

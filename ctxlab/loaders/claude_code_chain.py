@@ -338,6 +338,11 @@ class RecordFile:
         """The record became parts (or an event, or meta); the first decision stands."""
         self.decided.setdefault(line, ("used", record, None, parts))
 
+    def note(self, line: int, text: str) -> None:
+        """Say what a used record became (`RecordLog.used`'s ``note``)."""
+        status, record, _, parts = self.decided[line]
+        self.decided[line] = (status, record, text, parts)
+
     def ignore(self, line: int, record: str, reason: str) -> None:
         """A known record the model did not see."""
         self.decided.setdefault(line, ("ignored", record, reason, 0))
@@ -359,7 +364,7 @@ class RecordFile:
         for line in sorted(self.decided):
             status, record, reason, parts = self.decided[line]
             if status == "used":
-                self.log.used(record, line=line, parts=parts)
+                self.log.used(record, line=line, parts=parts, note=reason)
             elif status == "ignored":
                 self.log.ignored(record, reason or "", line=line)
             else:

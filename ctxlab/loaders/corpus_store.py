@@ -276,6 +276,7 @@ def _write_all(logs: list[Loaded], other: list[dict[str, Any]], options: LoadOpt
     import pyarrow as pa
 
     from ctxlab.loaders.parquet import save_report, save_tables
+    from ctxlab.replay import helper_sessions
 
     sources: list[dict[str, Any]] = []
     partitions: list[dict[str, Any]] = []
@@ -301,6 +302,7 @@ def _write_all(logs: list[Loaded], other: list[dict[str, Any]], options: LoadOpt
                   for name in ("frame", "calls", "events")}
         if estimators is not None:
             log_facts = LogFacts(t.frame, estimators)
+        helpers = helper_sessions(t)
         n = 0
         for s, rows in _split(t):
             if s not in names:
@@ -311,6 +313,8 @@ def _write_all(logs: list[Loaded], other: list[dict[str, Any]], options: LoadOpt
                         t.meta, report_file=f"../{report}")
             entry = dict(path=rel, session=s, source=k, parts=len(rows["frame"]),
                          calls=len(rows["calls"]), events=len(rows["events"]))
+            if s in helpers:    # no agent's conversation: a sweep leaves it out
+                entry["not_replayed"] = helpers[s]
             blob = log_facts.session(rows["frame"]) if estimators is not None else None
             if blob is not None:
                 entry["facts"] = facts_path(rel)
@@ -360,7 +364,8 @@ def open_dataset(root: str | Path, *, strict: bool = False, sidechains: bool = F
             raise LoadError(f"this corpus dataset was written with {name}=False; convert the "
                             f"logs again with --{name} to have it", path=str(root))
     src = m["sources"]
-    rows = [dict(path=str(root / p["path"]), format="parquet", status="log", note=None,
+    rows = [dict(path=str(root / p["path"]), format="parquet", status="log",
+                 note=p.get("not_replayed"),
                  session=p["session"], source=src[p["source"]]["path"],
                  source_format=src[p["source"]]["format"],
                  report=str(root / src[p["source"]]["report"]), parts=p["parts"],

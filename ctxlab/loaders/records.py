@@ -55,9 +55,10 @@ class RecordLog:
         r["reason"].append(reason)
 
     def used(self, record: str, *, line: int | None = None, where: str | None = None,
-             parts: int = 0) -> None:
-        """The record became parts, calls, events or transcript metadata."""
-        self._add(line, where, record, "used", parts, None)
+             parts: int = 0, note: str | None = None) -> None:
+        """The record became parts, calls, events or transcript metadata (``note``: what
+        it became, when that needs saying)."""
+        self._add(line, where, record, "used", parts, note)
 
     def ignored(self, record: str, reason: str, *, line: int | None = None,
                 where: str | None = None) -> None:

@@ -212,6 +212,7 @@ def _settings(replay: Replay, source: Transcript, cells: _Cells) -> str:
     if len(bare):
         rows.append(("not replayed", f"{len(bare):,} call{'' if len(bare) == 1 else 's'} "
                      f"with no recorded input (their session holds no part)"))
+    rows += [("not replayed", note) for note in replay.not_replayed.values()]
     items = "".join(f"<dt>{cells.text(k)}</dt><dd>{cells.text(v)}</dd>" for k, v in rows)
     return f'<section id="settings"><h2>Replay</h2><dl>{items}</dl></section>'
 
