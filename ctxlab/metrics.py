@@ -12,13 +12,14 @@ how many the request right after it still shows (summary, placeholders, other pa
 every part once and use visibility intervals (`ctxlab.visibility`), never a per-call
 extraction.
 
-The extraction rules are in `ctxlab.artifacts`.
+The extraction rules are in `ctxlab.artifacts`; the artifacts of a frame's parts, as
+arrays, come from `ctxlab.occurrences` (a replay's frame takes those of the parts it
+shares with the last frame measured: a sweep measures a session's replays in a row).
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -26,12 +27,12 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.artifacts import (ARTIFACT_KINDS, artifact_ids, artifact_kinds,  # noqa: F401
-                              artifact_values, artifacts, artifacts_cached, ids_generation,
-                              instruction_rows, path_ids as _path_ids)
+                              artifact_values, artifacts, artifacts_cached, instruction_rows)
 from ctxlab.errors import ConfigError
 from ctxlab.history import taken_over
+from ctxlab.occurrences import Occurrences, occurrences, one_spelling  # noqa: F401
 from ctxlab.schema import HISTORY_EDITS, Transcript  # noqa: F401 (HISTORY_EDITS re-exported)
-from ctxlab.visibility import part_spans
+from ctxlab.visibility import spans
 
 
 def part_artifacts(t: Transcript) -> pd.DataFrame:
@@ -40,142 +41,75 @@ def part_artifacts(t: Transcript) -> pd.DataFrame:
     Adds ``session`` and ``aid`` (one integer per distinct session, kind and value).
     """
     occ = _occurrences(t)
-    return pd.DataFrame({"row": pd.Series(occ["row"].tolist(), dtype=object),
-                         "kind": pd.Series(occ["kind"].to_numpy(), dtype="str"),
-                         "value": occ["value"], "session": occ["session"],
-                         "aid": occ["aid"]})
+    return pd.DataFrame({"row": pd.Series(occ.rows.tolist(), dtype=object),
+                         "kind": pd.Series(occ.kinds(), dtype="str"),
+                         "value": pd.Series(occ.values(), dtype=object),
+                         "session": pd.Series(occ.sessions(), dtype=object),
+                         "aid": occ.aid})
 
 
-def _occurrences(t: Transcript) -> pd.DataFrame:
-    """`part_artifacts` with plain columns (``row`` int64; text as objects), remembered
-    for the last frame (a frame is never changed in place): do not modify."""
+def _occurrences(t: Transcript) -> Occurrences:
+    """`part_artifacts` as arrays (`ctxlab.occurrences`), remembered for the last frame (a
+    frame is never changed in place): do not modify. The next frame takes the artifacts
+    of the texts it shares with the last one (a sweep measures a session's replays one
+    after the other)."""
     f = t.frame
-    if _LAST and _LAST[0] is f:          # recall and retention of one replay share it
-        return _LAST[1]
-    texts = f["content"].reset_index(drop=True)
-    rows, ids = artifact_ids(texts, user=instruction_rows(f).reset_index(drop=True))
-    session = f["session"].to_numpy(dtype=object)
-    codes = _session_codes(t, session)
-    ids = one_spelling(ids, codes[rows])
-    occ = pd.DataFrame({"row": rows, "scode": codes[rows],
-                        "kind": pd.Series(artifact_kinds(ids), dtype=object),
-                        "value": pd.Series(artifact_values(ids), dtype=object),
-                        "session": pd.Series(session[rows], dtype=object),
-                        # one integer per (session, kind, value), in order of first occurrence
-                        "aid": pd.factorize((codes[rows] << 32) | ids)[0]})
+    last = _LAST[:]                     # (one read: another thread may replace it)
+    if last and last[0] is f:           # recall and retention of one replay share it
+        return last[1]
+    occ = occurrences(f, last[1].texts if last else None)
     _LAST[:] = [f, occ]
     return occ
 
 
-def one_spelling(ids: np.ndarray, scode: np.ndarray) -> np.ndarray:
-    """Artifact ids with each file written one way within a session: ``./src/x.py`` as
-    ``src/x.py``; a diff's ``a/src/x.py`` and ``b/src/x.py`` (both written) as
-    ``src/x.py``; and an absolute path as the longest relative path of two or more
-    segments of the same session it ends with, when no other absolute path of the session
-    ends with it (``/home/u/proj/lib/x.ex`` as ``lib/x.ex``: agents read absolute paths,
-    summaries and diffs name them relative; 20 of the 24 paths "missing" after the real
-    Claude Code compactions were in the request, written the other way). Two checkouts of
-    one file (``/a/x/y.py``, ``/b/x/y.py``) stay two.
-
-    Example:
-        >>> from ctxlab.artifacts import artifact_ids, artifact_values
-        >>> texts = pd.Series(["read /home/u/p/lib/x.ex", "edited lib/x.ex", "see ./lib/x.ex",
-        ...                    "and /srv/lib/y.ex", "a/b/c.py"])
-        >>> rows, ids = artifact_ids(texts)
-        >>> artifact_values(one_spelling(ids, np.zeros(len(ids), np.int64))).tolist()
-        ['lib/x.ex', 'lib/x.ex', 'lib/x.ex', '/srv/lib/y.ex', 'a/b/c.py']
-    """
-    at = np.flatnonzero(artifact_kinds(ids) == "path")
-    if not len(at):
-        return ids
-    out = ids.copy()
-    order = at[np.argsort(scode[at], kind="stable")]
-    codes = scode[order]
-    cuts = np.flatnonzero(np.diff(codes)) + 1
-    for mine in np.split(order, cuts):
-        distinct, inverse = np.unique(ids[mine], return_inverse=True)
-        spelled = _spelled(distinct)
-        if spelled is not None:
-            out[mine] = spelled[inverse]
-    return out
-
-
-def _spelled(distinct: np.ndarray) -> np.ndarray | None:
-    """The id each of a session's distinct path ids (ascending) becomes (`_spellings`),
-    None when none changes; remembered for the last `SPELLINGS_KEPT` sets of paths (every
-    replay of a session has the same paths, or nearly)."""
-    key, generation = distinct.tobytes(), ids_generation()
-    with _SPELLED_LOCK:
-        got = _SPELLED.get(key)
-    if got is not None and got[0] == generation:
-        return got[1]
-    values = artifact_values(distinct).tolist()
-    mapped = _spellings(values)
-    spelled = None
-    if mapped:
-        new = dict(zip(mapped, _path_ids(list(mapped.values())).tolist()))
-        spelled = np.array([new.get(v, i) for v, i in zip(values, distinct.tolist())],
-                           dtype=np.int64)
-    with _SPELLED_LOCK:     # a Dask worker runs threads
-        _SPELLED[key] = (generation, spelled)
-        while len(_SPELLED) > SPELLINGS_KEPT:
-            del _SPELLED[next(iter(_SPELLED))]
-    return spelled
-
-
-SPELLINGS_KEPT = 64
-_SPELLED: dict[bytes, tuple[int, np.ndarray | None]] = {}
-_SPELLED_LOCK = threading.Lock()
-
-
-def _spellings(values: list[str]) -> dict[str, str]:
-    """`one_spelling`'s renaming of one session's distinct paths (value -> its spelling)."""
-    plain = {v: v[2:] if v.startswith("./") else v for v in values}
-    written = set(plain.values())
-    relative = {v for v in written if "/" in v and not v.startswith(("/", "~"))}
-    out: dict[str, str] = {}
-    ends: dict[str, list[str]] = {}           # relative path -> absolute paths ending so
-    for v, c in plain.items():
-        if c[:2] in ("a/", "b/") and c[2:] in relative and \
-                {"a/" + c[2:], "b/" + c[2:]} <= written:
-            c = c[2:]
-        elif c.startswith(("/", "~")):
-            segs = c.split("/")
-            found = next((s for s in ("/".join(segs[i:]) for i in range(1, len(segs) - 1))
-                          if s in relative), None)
-            if found is not None:
-                ends.setdefault(found, []).append(v)
-            continue
-        if c != v:
-            out[v] = c
-    for rel, absolute in ends.items():
-        if len({plain[v] for v in absolute}) == 1:      # one file, not two checkouts
-            out.update({v: rel for v in absolute})
-    return out
-
-
 _LAST: list[Any] = []
-"""The last frame `_occurrences` read and its result (a frame is never changed in place)."""
+"""The last frame `_occurrences` read and its result."""
 
 
 def _base_spans(f: pd.DataFrame, ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """`part_spans` with compaction undone: only history edits (`HISTORY_EDITS`) count,
-    and parts that other events inserted are never seen."""
-    hist = ev[ev["origin"].isin(sorted(HISTORY_EDITS))]
-    keep_ins, keep_hid = f["event"].isin(hist["event"]), f["hidden_by"].isin(hist["event"])
-    hider = f["hidden_by"].where(keep_hid)
-    back = taken_over(ev)
+    and parts that other events inserted are never seen (``f``: parts of ONE session,
+    ``ev``: its events)."""
+    hist = ev["origin"].isin(sorted(HISTORY_EDITS)).to_numpy(dtype=bool)
+    session = f["session"].iloc[0] if len(f) else None
+    return _base_of(*_span_columns(f), f["part"].to_numpy(dtype=np.float64, na_value=np.nan),
+                    _parts_back(taken_over(ev), session),
+                    ev["event"].to_numpy(dtype=np.float64)[hist],
+                    ev["pos"].to_numpy(dtype=np.float64)[hist])
+
+
+def _base_of(pos: np.ndarray, ins: np.ndarray, hid: np.ndarray, part: np.ndarray,
+             back: dict[int, int], hist: np.ndarray, hist_pos: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """`_base_spans` from one session's columns as arrays (`_span_columns`, ``part``), the
+    parts a stage hid before the log's own edit did (``back``: part -> that edit,
+    `taken_over`), and the ids and positions of its history edits."""
+    keep_ins, keep_hid = np.isin(ins, hist), np.isin(hid, hist)
+    hider = np.where(keep_hid, hid, np.nan)
     if back:        # hidden first by a stage, then by the log's own edit (a user's /clear)
-        hider = pd.Series([back.get((s, p), h) for s, p, h in zip(
-            f["session"], f["part"], hider)], index=f.index, dtype=f["hidden_by"].dtype)
-    lo, hi = part_spans(f.assign(event=f["event"].where(keep_ins), hidden_by=hider), hist)
-    return np.where((f["event"].notna() & ~keep_ins).to_numpy(), np.inf, lo), hi
+        taken = np.array(sorted(back), dtype=np.float64)
+        at = np.minimum(np.searchsorted(taken, part), len(taken) - 1)
+        found = taken[at] == part           # (NaN: never)
+        hider[found] = [back[int(p)] for p in taken[at[found]]]
+    lo, hi = spans(pos, np.where(keep_ins, ins, np.nan), hider,
+                   dict(zip(hist.astype(np.int64).tolist(), hist_pos.tolist())))
+    return np.where(~np.isnan(ins) & ~keep_ins, np.inf, lo), hi
+
+
+def _parts_back(back: dict[tuple[str, int], int], session: Any) -> dict[int, int]:
+    """`taken_over` of one session: part -> the history edit."""
+    return {p: h for (s, p), h in back.items() if s == session}
 
 
 def _stabbed(q_key: np.ndarray, q: np.ndarray, key: np.ndarray, lo: np.ndarray,
-             hi: np.ndarray, rows: np.ndarray | None = None) -> np.ndarray:
+             hi: np.ndarray, rows: np.ndarray | None = None,
+             q_at: np.ndarray | None = None, by_key: np.ndarray | None = None
+             ) -> np.ndarray:
     """For each query ``(key, q)``: does an interval of that key have ``lo < q <= hi``?
-    (``rows``: interval i's bounds are ``lo[rows[i]]``, ``hi[rows[i]]``, per-row arrays.)
+    (``rows``: interval i's bounds are ``lo[rows[i]]``, ``hi[rows[i]]``, per-row arrays;
+    ``q_at``: query i's value is ``q[q_at[i]]``, ``q`` a few values that many share;
+    ``by_key``: the intervals in key order, stable, when known: rows come in position
+    order, so their bounds mostly ascend within a key and sorting costs little.)
 
     One sort and one search: the largest ``hi`` among intervals with ``lo < q``.
 
@@ -184,41 +118,78 @@ def _stabbed(q_key: np.ndarray, q: np.ndarray, key: np.ndarray, lo: np.ndarray,
         ...          np.array([1.0, 0.0]), np.array([2.0, 1.0])).tolist()
         [True, False, False]
     """
-    out = np.zeros(len(q), dtype=bool)
-    lo, hi, q = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float), q.astype(float)
-    # one integer scale for every bound and query (any order-keeping one gives the same
-    # answers): ranked once per row, not once per interval
-    scale = np.unique(np.concatenate([lo, hi, q]))
-    lo_r, hi_r = np.searchsorted(scale, lo), np.searchsorted(scale, hi)
-    ok = lo < hi
-    if rows is not None:
-        lo_r, hi_r, ok = lo_r[rows], hi_r[rows], ok[rows]
-    if not len(q) or not ok.any():
+    out = np.zeros(len(q_key), dtype=bool)
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    ok = lo < hi if rows is None else (lo < hi)[rows]
+    if not len(q_key) or not ok.any():
         return out
-    key, lo_r, hi_r = key[ok].astype(np.int64), lo_r[ok], hi_r[ok]
-    q_r, m = np.searchsorted(scale, q), len(scale) + 1
+    # one integer scale for the bounds, ranked once per row, not once per interval; a
+    # query ranks as the first bound >= it (lo < q and q <= hi hold as for the values)
+    scale = np.unique(np.concatenate([lo, hi]))
+    lo_r, hi_r = np.searchsorted(scale, lo), np.searchsorted(scale, hi)
+    if rows is not None:
+        lo_r, hi_r = lo_r[rows], hi_r[rows]
+    q_r, m = np.searchsorted(scale, np.asarray(q, dtype=float)), len(scale) + 1
+    if q_at is not None:
+        q_r = q_r[q_at]
+    q_key, key = q_key.astype(np.int64), key.astype(np.int64)
+    if 0 <= key.min() and key.max() < 4 * len(key):     # only the keys queried
+        asked = np.zeros(int(key.max()) + 1, dtype=bool)
+        asked[q_key[(q_key >= 0) & (q_key < len(asked))]] = True
+        ok &= asked[key]
+    mine = np.flatnonzero(ok) if by_key is None else by_key[ok[by_key]]
     # (key, value) as one integer; ties in it may come in any order (only the largest hi
     # up to the last of a tie counts)
-    lo_k = key * m + lo_r
-    order = np.argsort(lo_k)
+    lo_k = key[mine] * m + lo_r[mine]
+    by_lo = np.argsort(lo_k, kind="quicksort" if by_key is None else "stable")
+    order, lo_k = mine[by_lo], lo_k[by_lo]
     k_s = key[order]
     # the largest hi so far within each key (keys ascending: earlier keys stay below)
     best = np.maximum.accumulate(k_s * m + hi_r[order]) - k_s * m
     # the intervals of a query's key with lo < q come just before (key, q) in that order
-    at = np.searchsorted(lo_k[order], q_key.astype(np.int64) * m + q_r, side="left") - 1
+    # (the queries searched in order: much faster than at random)
+    q_k = q_key * m + q_r
+    by_q = np.argsort(q_k)
+    at = np.empty(len(q_k), dtype=np.int64)
+    at[by_q] = np.searchsorted(lo_k, q_k[by_q], side="left") - 1
     hit = at >= 0
     hit[hit] = k_s[at[hit]] == q_key[hit]
     out[hit] = best[at[hit]] >= q_r[hit]
     return out
 
 
-def _per_session(t: Transcript) -> Iterable[tuple[str, np.ndarray, pd.DataFrame, pd.DataFrame]]:
-    """(session, row positions in t.frame, its events, its calls) for every session."""
-    ev_idx = t.events.groupby("session", sort=False).indices
-    call_idx = t.calls.groupby("session", sort=False).indices
-    for s, idx in t.frame.groupby("session", sort=False).indices.items():
-        yield (s, idx, t.events.iloc[ev_idx.get(s, [])],
-               t.calls.iloc[call_idx.get(s, [])])
+def _span_columns(f: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A frame's ``pos``, ``event`` and ``hidden_by`` as float arrays (NaN: none)."""
+    return (f["pos"].to_numpy(dtype=np.float64),
+            f["event"].to_numpy(dtype=np.float64, na_value=np.nan),
+            f["hidden_by"].to_numpy(dtype=np.float64, na_value=np.nan))
+
+
+def _per_session(t: Transcript, occ: Occurrences
+                 ) -> Iterable[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+    """(session code, row positions in t.frame, in t.events, in t.calls) for every session
+    of the frame, in order of first appearance (`_occurrences`' ``known``)."""
+    n = len(occ.known)
+    rows = _groups(occ.codes, n)
+    ev, calls = _groups(occ.code_of(t.events["session"]), n), \
+        _groups(occ.code_of(t.calls["session"]), n)
+    for c, s in enumerate(occ.known):
+        if not pd.isna(s):      # (a groupby's: NA is no session)
+            yield c, rows[c], ev[c], calls[c]
+
+
+def _groups(codes: np.ndarray, n: int) -> list[np.ndarray]:
+    """The positions of each code ``0 .. n-1`` in ``codes``, ascending (others: none).
+
+    Example:
+        >>> [g.tolist() for g in _groups(np.array([1, 0, -1, 1]), 2)]
+        [[1], [0, 3]]
+    """
+    if n == 1:
+        return [np.flatnonzero(codes == 0)]
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(n + 1))
+    return [order[bounds[i]:bounds[i + 1]] for i in range(n)]
 
 
 def _kinds(kinds: Iterable[str] | None) -> tuple[str, ...]:
@@ -259,46 +230,55 @@ def needed_facts_df(t: Transcript, *, kinds: Iterable[str] | None = None) -> pd.
 def _needed(t: Transcript, chosen: tuple[str, ...]) -> pd.DataFrame:
     """The needed artifacts of every call (``session``, ``kind``, ``value``, ``aid``,
     ``call``, ``input_end_pos``, ``missing``), unordered: `needed_facts_df`'s rows."""
-    occ, at, aid, call, q, missing = _needed_arrays(t, chosen)
-    return pd.DataFrame({"session": pd.Series(occ["session"].to_numpy(dtype=object)[at],
-                                              dtype=object),
-                         "kind": pd.Series(occ["kind"].to_numpy(dtype=object)[at], dtype=object),
-                         "value": pd.Series(occ["value"].to_numpy(dtype=object)[at],
-                                            dtype=object),
-                         "aid": aid[at], "call": call[at].astype(np.int64),
-                         "input_end_pos": q, "missing": missing})
+    occ, at, call, q, missing = _needed_arrays(t, chosen)
+    return pd.DataFrame({"session": pd.Series(occ.sessions()[at], dtype=object),
+                         "kind": pd.Series(artifact_kinds(occ.ids[at]), dtype=object),
+                         "value": pd.Series(artifact_values(occ.ids[at]), dtype=object),
+                         "aid": occ.aid[at], "call": call, "input_end_pos": q,
+                         "missing": missing})
 
 
 def _needed_arrays(t: Transcript, chosen: tuple[str, ...]) -> tuple[Any, ...]:
-    """`_needed`'s rows as arrays: the occurrences, the positions in them of the needed
-    artifacts (``at``), every occurrence's ``aid`` and ``call``, and per needed artifact
-    its call's ``input_end_pos`` and whether it was missing."""
+    """`_needed`'s rows as arrays: the occurrences (`Occurrences`), the positions in them
+    of the needed artifacts (``at``), and per needed artifact its call, that call's
+    ``input_end_pos`` and whether it was missing."""
     f = t.frame
     occ = _occurrences(t)
     if set(chosen) != set(ARTIFACT_KINDS):
-        occ = occ[occ["kind"].isin(chosen)]
+        occ = occ.take(np.isin(occ.kinds(), chosen))
     n = len(f)
     lo, hi = np.full(n, np.inf), np.full(n, np.inf)
     base_lo, base_hi = np.full(n, np.inf), np.full(n, np.inf)
-    for _, idx, ev, _calls in _per_session(t):
-        lo[idx], hi[idx] = part_spans(f.iloc[idx], ev)
-        base_lo[idx], base_hi[idx] = _base_spans(f.iloc[idx], ev)
-    rows = occ["row"].to_numpy(dtype=np.int64)
-    aid = occ["aid"].to_numpy(dtype=np.int64)
-    call = f["call"].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
+    pos, ins, hid = _span_columns(f)
+    part = f["part"].to_numpy(dtype=np.float64, na_value=np.nan)
+    ev_id, ev_pos = t.events["event"].to_numpy(dtype=np.int64), \
+        t.events["pos"].to_numpy(dtype=np.float64)
+    hist = t.events["origin"].isin(sorted(HISTORY_EDITS)).to_numpy(dtype=bool)
+    back = taken_over(t.events)
+    for c, idx, ev, _calls in _per_session(t, occ):
+        lo[idx], hi[idx] = spans(pos[idx], ins[idx], hid[idx],
+                                 dict(zip(ev_id[ev].tolist(), ev_pos[ev].tolist())))
+        mine = ev[hist[ev]]
+        base_lo[idx], base_hi[idx] = _base_of(
+            pos[idx], ins[idx], hid[idx], part[idx], _parts_back(back, occ.known[c]),
+            ev_id[mine].astype(np.float64), ev_pos[mine])
+    rows, aid = occ.rows, occ.aid
+    call = f["call"].to_numpy(dtype=np.float64, na_value=np.nan)
     # the artifacts each call produced: once per call, where the log has that call
-    at = np.flatnonzero((f["role"].to_numpy(dtype=object)[rows] == "assistant")
-                        & ~np.isnan(call) & f["event"].isna().to_numpy()[rows])
-    at = at[_first(call[at].astype(np.int64), aid[at])]
+    said = (f["role"] == "assistant").to_numpy(dtype=bool, na_value=False) \
+        & ~np.isnan(call) & np.isnan(ins)
+    at = np.flatnonzero(said[rows])
+    made = call[rows[at]].astype(np.int64)
+    first = _first(made, aid[at])
+    at, made = at[first], made[first]
     calls = t.calls
-    end_of = _matches(occ["scode"].to_numpy()[at], call[at].astype(np.int64),
-                      _session_codes(t, calls["session"]),
+    end_of = _matches(occ.scode[at], made, occ.code_of(calls["session"]),
                       calls["call"].to_numpy(dtype=np.int64, na_value=-1))
-    at, end_of = at[end_of >= 0], end_of[end_of >= 0]
-    q = calls["input_end_pos"].to_numpy(dtype=float)[end_of]
-    stated = _stabbed(aid[at], q, aid, base_lo, base_hi, rows)
-    seen = _stabbed(aid[at], q, aid, lo, hi, rows)
-    return occ, at[stated], aid, call, q[stated], ~seen[stated]
+    at, made, end_of = at[end_of >= 0], made[end_of >= 0], end_of[end_of >= 0]
+    ends = calls["input_end_pos"].to_numpy(dtype=float)
+    stated = _stabbed(aid[at], ends, aid, base_lo, base_hi, rows, end_of, occ.by_aid())
+    seen = _stabbed(aid[at], ends, aid, lo, hi, rows, end_of, occ.by_aid())
+    return occ, at[stated], made[stated], ends[end_of[stated]], ~seen[stated]
 
 
 def _first(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -312,7 +292,7 @@ def _first(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if not len(a):
         return np.zeros(0, dtype=np.int64)
     key = a.astype(np.int64) * (int(b.max()) + 1) + b
-    return np.sort(np.unique(key, return_index=True)[1])
+    return np.flatnonzero(~pd.Series(key).duplicated().to_numpy())
 
 
 def _matches(a: np.ndarray, b: np.ndarray, ra: np.ndarray, rb: np.ndarray) -> np.ndarray:
@@ -331,22 +311,23 @@ def _matches(a: np.ndarray, b: np.ndarray, ra: np.ndarray, rb: np.ndarray) -> np
         return out
     m = int(max(b.max(), rb[ok].max())) + 1
     right = ra[ok].astype(np.int64) * m + rb[ok]
+    left = a.astype(np.int64) * m + b
+    top = int(right.max())
+    if top < 4 * (len(left) + len(right)) + 4096:      # a table of every pair, by value
+        if np.bincount(right).max() > 1:
+            raise ValueError("_matches: the right-hand pairs repeat")
+        table = np.full(top + 1, -1, dtype=np.int64)
+        table[right] = ok
+        inside = (left >= 0) & (left <= top)
+        out[inside] = table[left[inside]]
+        return out
     order = np.argsort(right, kind="stable")
     if len(right) > 1 and (np.diff(right[order]) == 0).any():
         raise ValueError("_matches: the right-hand pairs repeat")
-    left = a.astype(np.int64) * m + b
     at = np.minimum(np.searchsorted(right[order], left), len(right) - 1)
     hit = right[order][at] == left
     out[hit] = ok[order[at[hit]]]
     return out
-
-
-def _session_codes(t: Transcript, sessions: Any) -> np.ndarray:
-    """One integer per session (its order of first appearance in ``t.frame``), -1 for a
-    session the frame does not have: the ``scode`` of `_occurrences`, and how calls and
-    events are matched to it."""
-    known = pd.Index(pd.unique(t.frame["session"].to_numpy(dtype=object)))
-    return known.get_indexer(np.asarray(sessions, dtype=object)).astype(np.int64)
 
 
 def needed_recall_df(t: Transcript, *, kinds: Iterable[str] | None = None) -> pd.DataFrame:
@@ -445,54 +426,54 @@ def _lost(t: Transcript, include_recorded: bool) -> tuple[pd.DataFrame, pd.DataF
     ``kind``, ``aid``, ``q``, ``retained``), and the measured events (``session``,
     ``event``, ``stage``, ``q``): `retention_df`'s input."""
     occ, at, ev_of, events, q, retained = _lost_arrays(t, include_recorded)
-    lost = pd.DataFrame({"session": occ["session"].to_numpy(dtype=object)[at],
-                         "event": events["event"].to_numpy()[ev_of],
-                         "stage": events["stage"].to_numpy()[ev_of],
-                         "kind": occ["kind"].to_numpy(dtype=object)[at],
-                         "aid": occ["aid"].to_numpy(dtype=np.int64)[at],
-                         "q": q, "retained": retained})
-    return lost, events
+    code, event, stage, event_q = events
+    lost = pd.DataFrame({"session": occ.sessions()[at], "event": event[ev_of],
+                         "stage": stage[ev_of], "kind": artifact_kinds(occ.ids[at]),
+                         "aid": occ.aid[at], "q": q, "retained": retained})
+    return lost, pd.DataFrame({"session": np.asarray(occ.known, dtype=object)[code],
+                               "event": event, "stage": stage, "q": event_q})
 
 
 def _lost_arrays(t: Transcript, include_recorded: bool) -> tuple[Any, ...]:
-    """`_lost`'s rows as arrays: the occurrences, the positions in them of the lost
-    artifacts (``at``) and of their events in the measured events (``ev_of``), those
-    events, and per lost artifact its event's ``q`` and whether it was retained."""
+    """`_lost`'s rows as arrays: the occurrences (`Occurrences`), the positions in them of
+    the lost artifacts (``at``) and of their events in the measured events (``ev_of``),
+    those events (session code, ``event``, ``stage``, ``q``: arrays, in session then time
+    order), and per lost artifact its event's ``q`` and whether it was retained."""
     f, skip = t.frame, HISTORY_EDITS | (set() if include_recorded else {"recorded"})
     occ = _occurrences(t)
-    rows = occ["row"].to_numpy(dtype=np.int64)
+    rows = occ.rows
+    pos, ins, hid = _span_columns(f)
     lo, hi = np.zeros(len(f)), np.zeros(len(f))
-    measured = []
-    for s, idx, ev, calls in _per_session(t):
-        ev = ev.sort_values(["pos", "event"], kind="stable")  # time order
-        order = dict(zip(ev["event"].astype("int64").tolist(), range(len(ev))))
-        ends = np.sort(calls["input_end_pos"].to_numpy(dtype=float))
-        req = np.append(ends, np.inf)[np.searchsorted(ends, ev["pos"].to_numpy(dtype=float),
-                                                      side="right")]
-        fs = f.iloc[idx]
-        first = np.searchsorted(req, fs["pos"].to_numpy(dtype=float), side="right")
+    ev = t.events
+    ev_id, ev_pos = ev["event"].to_numpy(dtype=np.int64), ev["pos"].to_numpy(dtype=np.float64)
+    origin = ev["origin"].to_numpy(dtype=object)
+    measures = ~ev["origin"].isin(sorted(skip)).to_numpy(dtype=bool)
+    ends_of = t.calls["input_end_pos"].to_numpy(dtype=float)
+    measured: list[tuple[np.ndarray, ...]] = []
+    for c, idx, mine, calls in _per_session(t, occ):
+        mine = mine[np.lexsort((ev_id[mine], ev_pos[mine]))]    # time order
+        order = dict(zip(ev_id[mine].tolist(), range(len(mine))))
+        ends = np.sort(ends_of[calls])
+        req = np.append(ends, np.inf)[np.searchsorted(ends, ev_pos[mine], side="right")]
+        first = np.searchsorted(req, pos[idx], side="right")
         # a part shows in the requests after events lo + ½ ... hi − ½ (time-order ranks)
-        lo[idx] = np.maximum(_rank(fs["event"], order, -1), first) - 0.5
-        hi[idx] = _rank(fs["hidden_by"], order, len(ev)) - 0.5
-        chosen = ev[~ev["origin"].isin(sorted(skip)) & ev["event"].isin(fs["hidden_by"])]
-        measured.append(pd.DataFrame({"session": s, "event": chosen["event"].astype("int64"),
-                                      "stage": chosen["origin"].astype(object),
-                                      "q": _rank(chosen["event"], order, 0)}))
-    cols = ["session", "event", "stage", "q"]
-    events = pd.concat(measured, ignore_index=True) if measured else pd.DataFrame(columns=cols)
-    events = events.astype({"session": object, "event": "int64"})
+        lo[idx] = np.maximum(_rank(ins[idx], order, -1), first) - 0.5
+        hi[idx] = _rank(hid[idx], order, len(mine)) - 0.5
+        chosen = mine[measures[mine] & np.isin(ev_id[mine], hid[idx])]
+        measured.append((np.full(len(chosen), c), ev_id[chosen], origin[chosen],
+                         _rank(ev_id[chosen].astype(np.float64), order, 0)))
+    cols = [np.concatenate(c) for c in zip(*measured)] if measured else [[]] * 4
+    events = tuple(np.asarray(c, dtype=d) for c, d in zip(cols, (np.int64, np.int64, object,
+                                                                 np.float64)))
     # each measured event's hidden parts' artifacts, once per event
-    hid = f["hidden_by"].to_numpy(dtype=np.float64, na_value=np.nan)[rows]
-    at = np.flatnonzero(~np.isnan(hid))
-    ev_of = _matches(occ["scode"].to_numpy()[at], hid[at].astype(np.int64),
-                     _session_codes(t, events["session"]),
-                     events["event"].to_numpy(dtype=np.int64))
+    at = np.flatnonzero(~np.isnan(hid[rows]))
+    ev_of = _matches(occ.scode[at], hid[rows[at]].astype(np.int64), events[0], events[1])
     at, ev_of = at[ev_of >= 0], ev_of[ev_of >= 0]
-    aid = occ["aid"].to_numpy(dtype=np.int64)
+    aid = occ.aid
     first = _first(ev_of, aid[at])
     at, ev_of = at[first], ev_of[first]
-    q = events["q"].to_numpy(dtype=float)[ev_of]
-    return occ, at, ev_of, events, q, _stabbed(aid[at], q, aid, lo, hi, rows)
+    return occ, at, ev_of, events, events[3][ev_of], _stabbed(
+        aid[at], events[3], aid, lo, hi, rows, ev_of, occ.by_aid())
 
 
 def loss_totals(t: Transcript) -> dict[str, Any]:
@@ -510,9 +491,9 @@ def loss_totals(t: Transcript) -> dict[str, Any]:
             "retention": kept / hidden if hidden else math.nan}
 
 
-def _rank(ids: pd.Series, order: dict[int, int], absent: int) -> np.ndarray:
-    """Time-order rank of each event id (``absent`` where NA or not in ``order``)."""
-    values = ids.to_numpy(dtype=np.float64, na_value=np.nan)
+def _rank(ids: np.ndarray, order: dict[int, int], absent: int) -> np.ndarray:
+    """Time-order rank of each event id (floats; ``absent`` where NaN or not in ``order``)."""
+    values = np.asarray(ids, dtype=np.float64)
     out = np.full(len(values), float(absent))
     if not order or not len(values):
         return out
