@@ -41,9 +41,11 @@ class Occurrences:
         self._by_aid: np.ndarray | None = None
 
     def kinds(self) -> np.ndarray:
+        """The kind of every artifact (objects)."""
         return artifact_kinds(self.ids)
 
     def values(self) -> np.ndarray:
+        """The value of every artifact (objects; paths in `one_spelling`)."""
         return artifact_values(self.ids)
 
     def sessions(self) -> np.ndarray:
@@ -122,10 +124,10 @@ def _is(col: pd.Series, value: str) -> np.ndarray:
 
 
 class Texts:
-    """A frame's texts (NA as ""), instruction flags (`instruction_rows`) and ``part`` ids,
-    and once found (`artifacts`) the artifacts of each row: ``ids[start[i]:start[i] +
-    count[i]]`` (``path``: which are paths), valid in generation ``generation``
-    (`ids_generation`)."""
+    """A frame's texts (NA as ""), instruction flags (`instruction_flags`) and ``part``
+    ids, and once found (`artifacts`) the artifacts of each row: ``ids[start[i]:start[i] +
+    count[i]]`` (``path``: which are paths), valid while the artifact ids stay in
+    generation ``generation`` (`ctxlab.artifacts.ids_generation`)."""
 
     def __init__(self, texts: np.ndarray, user: np.ndarray, part: np.ndarray) -> None:
         self.texts, self.user, self.part = texts, user, part
