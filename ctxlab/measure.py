@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from ctxlab.pipeline import session_provider
+from ctxlab.pipeline import filled_spec, session_provider
 from ctxlab.tokens import Estimator, estimator as get_estimator
 from ctxlab.visibility import call_sums
 
@@ -69,8 +69,7 @@ def request_tokens(r: Replay, measure: str | Estimator) -> np.ndarray:
     for spec, members in groups.values():
         est = get_estimator(spec)
         sums = call_sums(t, {"content": _counts(est, t.frame, r.base.frame)})
-        m = sums["messages"].to_numpy()
-        framing = est.per_message * m + np.where(m > 0, est.per_conversation, 0)
+        framing = est.framings(sums["messages"].to_numpy())
         over = _fitted_overheads(log, r.settings.pipeline, spec) if log is not None \
             else r.settings.overhead_tokens
         total = sums["content"].to_numpy() + framing + \
@@ -119,7 +118,7 @@ def _counts(est: Estimator, frame: pd.DataFrame, base: pd.DataFrame) -> np.ndarr
 def _filled(measure: str | Estimator, t: Transcript, session: str) -> str | Estimator:
     """``measure`` with ``{provider}`` filled in for a session (as a pipeline's spec)."""
     if isinstance(measure, str) and "{provider}" in measure:
-        return measure.replace("{provider}", session_provider(t, session)).rstrip(":")
+        return filled_spec(measure, session_provider(t, session))
     return measure
 
 

@@ -404,10 +404,19 @@ def session_provider(t: Transcript, session: str) -> str:
     return ""
 
 
+def filled_spec(spec: str, provider: str | None) -> str:
+    """An estimator spec with ``{provider}`` filled in (none known: the family's default).
+
+    Example:
+        >>> filled_spec("neurolink:{provider}", "openai"), filled_spec("neurolink:{provider}", "")
+        ('neurolink:openai', 'neurolink')
+    """
+    return spec.replace("{provider}", provider or "").rstrip(":")
+
+
 def pipeline_estimator(p: Pipeline, provider: str) -> Estimator:
     """The pipeline's default estimator, with ``{provider}`` filled in."""
-    spec = p.estimator.replace("{provider}", provider or "")
-    return get_estimator(spec.rstrip(":"))
+    return get_estimator(filled_spec(p.estimator, provider))
 
 
 def trigger_scope(p: Pipeline) -> str:

@@ -31,7 +31,8 @@ from ctxlab.errors import CtxlabError
 from ctxlab.history import SessionHistory
 from ctxlab.layers import (LayerContext, added_layers, assign_layers, layer_categories,
                            user_texts)
-from ctxlab.pipeline import (Pipeline, call_models, changed, compact_view, forced_final,
+from ctxlab.pipeline import (Pipeline, call_models, changed, compact_view, filled_spec,
+                             forced_final,
                              pipeline_estimator, request_note, resolve_pipeline,
                              measured_from_layers, session_provider, trigger_scope,
                              within_target)
@@ -391,7 +392,7 @@ def _fit_overheads(t: Transcript, p: Pipeline,
 
 def _spec_of(p: Pipeline, t: Transcript, session: str) -> str:
     """The pipeline's estimator spec filled in for a session's provider."""
-    return p.estimator.replace("{provider}", session_provider(t, session)).rstrip(":")
+    return filled_spec(p.estimator, session_provider(t, session))
 
 
 def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[str, int],

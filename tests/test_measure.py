@@ -17,7 +17,7 @@ import pytest
 import ctxlab
 from ctxlab.errors import ConfigError
 from ctxlab.measure import request_tokens
-from ctxlab.pipeline import resolve_pipeline, session_provider
+from ctxlab.pipeline import resolve_pipeline
 from ctxlab.presets import preset_names
 from ctxlab.recommend import aggregate
 from ctxlab.sweep import MEASURE, sweep
@@ -27,10 +27,9 @@ REAL = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "claude_cod
     / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
 
 
-def _own_spec(r: ctxlab.Replay, t: ctxlab.Transcript) -> str:
-    s = str(r.calls["session"].iloc[0])
-    return r.settings.pipeline.estimator.replace("{provider}",
-                                                 session_provider(t, s)).rstrip(":")
+def _own_spec(r: ctxlab.Replay) -> str:
+    """The estimator the replay counted its (first) session with."""
+    return r.estimator(str(r.calls["session"].iloc[0])).spec
 
 
 def _logs() -> list[Path]:
@@ -43,7 +42,7 @@ def test_the_pipelines_own_estimator_gives_the_replays_own_request_sizes(log):
     t = ctxlab.load(log)
     for name in preset_names():
         r = ctxlab.replay(t, name)
-        got = request_tokens(r, _own_spec(r, t))
+        got = request_tokens(r, _own_spec(r))
         np.testing.assert_array_equal(got, r.calls["tokens_after"].to_numpy(dtype=float),
                                       err_msg=name)
     # overheads given rather than fitted: the replay's own, whatever the estimator

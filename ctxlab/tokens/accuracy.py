@@ -185,9 +185,7 @@ def reported_usage_df(source: PartsSource, estimator: str | Estimator,
     est = get_estimator(estimator)
     counts = est.count_parts(source.frame)
     sums = call_sums(source, {"content": counts})
-    framing = est.per_message * sums["messages"] + np.where(sums["messages"] > 0,
-                                                           est.per_conversation, 0)
-    content = sums["content"].to_numpy() + framing.to_numpy()
+    content = sums["content"].to_numpy() + est.framings(sums["messages"].to_numpy())
     reported = source.calls["input_total"].to_numpy(dtype=np.float64, na_value=np.nan)
     over = np.zeros(len(content))
     fitted_on = np.zeros(len(content), dtype=np.int64)      # 0: the overhead was given

@@ -242,6 +242,11 @@ class Estimator(ABC):
         """Framing tokens of a request holding ``messages`` messages."""
         return self.per_message * int(messages) + (self.per_conversation if messages else 0)
 
+    def framings(self, messages: Any) -> np.ndarray:
+        """`framing` of many requests at once (``messages``: their message counts)."""
+        m = np.asarray(messages)
+        return self.per_message * m + np.where(m > 0, self.per_conversation, 0)
+
     def request_tokens(self, parts: pd.DataFrame) -> int:
         """Tokens of one request: every part plus the framing of its messages."""
         if parts.empty:
