@@ -17,6 +17,10 @@ SESSION_COLUMNS = ["session", "format", "parts", "messages", "turns", "tool_call
 def sessions_df(source: Transcript | Corpus | Iterable[Transcript]) -> pd.DataFrame:
     """One row per session: size, calls, reported usage and recorded compactions.
 
+    ``tool_calls`` counts the agent's actions: its tool calls, and for an agent that writes
+    its actions in its text (mini-swe-agent, SWE-agent before 1.0: no tool-call part, an
+    observation without a call id answers each) the observations its actions got.
+
     Example:
         >>> import ctxlab, ctxlab.datasets
         >>> t = ctxlab.load(ctxlab.datasets.path("coding_session_b"))
@@ -38,7 +42,7 @@ def _one(t: Transcript) -> pd.DataFrame:
         "parts": by.size(),
         "messages": by["msg"].nunique(),
         "turns": by["turn"].max(),
-        "tool_calls": f[f["kind"] == "tool_call"].groupby("session").size(),
+        "tool_calls": f[actions(f)].groupby("session").size(),
         "content_chars": f["content"].str.len().groupby(f["session"]).sum(),
     })
     cb = c.groupby("session", sort=False)
@@ -63,6 +67,20 @@ def _one(t: Transcript) -> pd.DataFrame:
     order = {s: i for i, s in enumerate(t.sessions)}
     out = out.sort_values("session", key=lambda s: s.map(order), kind="stable")
     return out[SESSION_COLUMNS].reset_index(drop=True)
+
+
+def actions(f: pd.DataFrame) -> pd.Series:
+    """Per part: is it one of the agent's actions, a tool call or, where the agent wrote
+    the action in its text, the observation it got (a tool result without a call id)?
+
+    Example:
+        >>> f = pd.DataFrame({"kind": ["text", "tool_call", "tool_result", "tool_result"],
+        ...                   "tool_call_id": [None, "t1", "t1", None]})
+        >>> actions(f).tolist()
+        [False, True, False, True]
+    """
+    kind = f["kind"]
+    return (kind == "tool_call") | ((kind == "tool_result") & f["tool_call_id"].isna())
 
 
 def parts_by_role_kind_df(t: Transcript) -> pd.DataFrame:
