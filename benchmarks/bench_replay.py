@@ -17,15 +17,22 @@ Before the timed runs, both replay a small session of their own once (600 messag
 another seed; for ctxlab in a 50k window, where the stages act), so that what a process
 pays on its first replay (lazy imports, compiled patterns, first calls into NumPy and
 pandas) is counted against neither size; the timed sessions are replayed once each, from a
-fresh load, with the estimator's counts and the summarizer's per-text facts forgotten.
+fresh load, with the estimator's counts and the summarizer's per-text facts forgotten:
+ctxlab's time is the fastest of ``--repeat`` such replays (3; the machine is shared and
+noisy), LangChain's of one run (minutes at 20,000 messages).
 
 Prints seconds for each, the ratio LangChain / ctxlab, and how each grows from 2k to 20k
-messages (linear growth = 10x); ctxlab's time is split into the stages' applications
+messages (linear growth = 10x), with how the sessions' text and ctxlab's compactions grow
+and the call of the first compaction (the share of the calls spent filling the window);
+ctxlab's time is split into the stages' applications
 (``Replay.events["ms"]``: plan, edit and its bookkeeping, which grow with the number of
 compactions and the size of the requests they compact) and the walk and the rest (which
-grow with the calls and parts). Needs ``pip install langchain-core`` for the peer.
+grow with the calls and parts). Needs ``pip install langchain-core`` for the peer;
+``--no-peer`` times ctxlab alone (LangChain takes minutes at 20,000 messages), and
+``--windows`` replays in other windows too (LangChain's ``max_tokens`` follows).
 
-    .venv/bin/python benchmarks/bench_replay.py [--sizes 2000 20000]
+    .venv/bin/python benchmarks/bench_replay.py [--sizes 2000 20000] [--windows 200000 64000]
+        [--target 0.5] [--no-peer]
 """
 
 from __future__ import annotations
@@ -51,9 +58,13 @@ def pipeline(target: float = 0.5) -> Pipeline:
                     estimator="chars:4")
 
 
-def session(messages: int, folder: Path, seed: int = 11) -> ctxlab.Transcript:
+def session_file(messages: int, folder: Path, seed: int = 11) -> Path:
     s = datasets.generate_session("coding", seed, calls=messages // 2, compact_at=None)
-    return ctxlab.load(datasets.write_claude_code(s, folder / f"s{messages}-{seed}.jsonl"))
+    return datasets.write_claude_code(s, folder / f"s{messages}-{seed}.jsonl")
+
+
+def session(messages: int, folder: Path, seed: int = 11) -> ctxlab.Transcript:
+    return ctxlab.load(session_file(messages, folder, seed))
 
 
 def langchain_messages(t: ctxlab.Transcript) -> list:
@@ -88,52 +99,92 @@ def cold_caches(p: Pipeline) -> None:
             f.cache_clear()
 
 
-def time_langchain(msgs: list) -> float:
+def time_langchain(msgs: list, window: int = WINDOW) -> float:
     from langchain_core.messages import trim_messages
 
     t0 = time.perf_counter()
     for i in range(len(msgs)):
-        trim_messages(msgs[:i + 1], max_tokens=int(0.8 * WINDOW), strategy="last",
+        trim_messages(msgs[:i + 1], max_tokens=int(0.8 * window), strategy="last",
                       token_counter="approximate")
     return time.perf_counter() - t0
+
+
+def warm_up_share(r: ctxlab.Replay) -> tuple[int, float]:
+    """The call of the replay's first compaction and the share of its calls before it (a
+    session that spent much of itself filling the window would compact at fewer of its
+    calls than a longer one, and its compactions would grow faster than its calls)."""
+    fired = r.calls["triggered"].to_numpy(dtype=bool)
+    first = int(fired.argmax()) if fired.any() else len(fired)
+    return (int(r.calls["call"].iloc[first]) if first < len(fired) else -1,
+            first / max(len(fired), 1))
+
+
+def run_window(window: int, sizes: list[int], target: float, peer: bool,
+               folder: Path, repeat: int = 1) -> list[tuple]:
+    """Time ctxlab (the fastest of ``repeat`` replays, each of a fresh load) and LangChain
+    (once, when ``peer``) at every size in one window; print a line per size and the
+    growth from the first size to the last."""
+    rows = []
+    print(f"window {window:,} (trigger at 80%, target {target:.0%}):")
+    for n in sizes:
+        path = session_file(n, folder)
+        ours, r = min((time_ctxlab(ctxlab.load(path), target, window=window)
+                       for _ in range(repeat)), key=lambda got: got[0])
+        t = r.base
+        theirs = time_langchain(langchain_messages(t), window) if peer else float("nan")
+        stages = float(r.events["ms"].sum()) / 1000 if len(r.events) else 0.0
+        comps = int(r.calls["triggered"].sum())
+        first, share = warm_up_share(r)
+        text = int(t.frame["content"].str.len().sum())
+        rows.append((n, ours, theirs, comps, stages, text))
+        vs = (f", langchain trim_messages {theirs:7.2f} s, ratio {theirs / ours:5.1f}x"
+              if peer else "")
+        print(f"  {n:>6} messages, {len(t.calls):>5} calls: ctxlab replay {ours:7.2f} s "
+              f"({comps} compactions, {len(r.events)} events; the first at call {first}, "
+              f"{share:.0%} of the calls before it){vs}")
+        print(f"          ctxlab: {stages:.3f} s in the stages' applications (plan, edit, "
+              f"bookkeeping), {ours - stages:.3f} s in the walk and the rest")
+    if len(rows) >= 2:
+        (n0, a0, b0, c0, s0, x0), (n1, a1, b1, c1, s1, x1) = rows[0], rows[-1]
+        theirs = f", langchain {b1 / b0:.1f}x" if peer else ""
+        print(f"  growth {n0:,} -> {n1:,} messages ({n1 / n0:.0f}x): ctxlab {a1 / a0:.1f}x"
+              f"{theirs}; text {x1 / x0:.1f}x, compactions {c1 / max(c0, 1):.1f}x, ctxlab "
+              f"seconds per compaction {a0 / max(c0, 1):.3f} -> {a1 / max(c1, 1):.3f}")
+        if s0 > 0 and a0 > s0:
+            print(f"      of which the stages' applications grew {s1 / s0:.1f}x and the "
+                  f"walk and the rest {(a1 - s1) / (a0 - s0):.1f}x")
+    return rows
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sizes", type=int, nargs="+", default=[2_000, 20_000])
+    ap.add_argument("--windows", type=int, nargs="+", default=[WINDOW],
+                    help=f"context windows to replay in, one after the other (default "
+                         f"{WINDOW:,})")
     ap.add_argument("--target", type=float, default=0.5,
                     help="compact down to this share of the window (default 0.5)")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="ctxlab's time is the fastest of this many replays (default 3; "
+                         "the machine is shared and noisy)")
+    ap.add_argument("--no-peer", action="store_true",
+                    help="time ctxlab alone (LangChain takes minutes at 20,000 messages)")
     args = ap.parse_args()
-    try:
-        import langchain_core  # noqa: F401
-    except ImportError:
-        print("langchain-core is not installed: pip install langchain-core")
-        return 0
-    rows = []
+    peer = not args.no_peer
+    if peer:
+        try:
+            import langchain_core  # noqa: F401
+        except ImportError:
+            print("langchain-core is not installed: pip install langchain-core "
+                  "(or --no-peer)")
+            return 0
     with tempfile.TemporaryDirectory() as tmp:
         warm = session(600, Path(tmp), seed=97)  # first-replay costs of the process
         time_ctxlab(warm, args.target, window=50_000)
-        time_langchain(langchain_messages(warm))
-        for n in args.sizes:
-            t = session(n, Path(tmp))
-            ours, r = time_ctxlab(t, args.target)
-            theirs = time_langchain(langchain_messages(t))
-            stages = float(r.events["ms"].sum()) / 1000 if len(r.events) else 0.0
-            rows.append((n, len(t.calls), ours, theirs, int(r.calls["triggered"].sum()),
-                         stages))
-            print(f"{n:>6} messages, {len(t.calls):>5} calls: ctxlab replay {ours:7.2f} s "
-                  f"({int(r.calls['triggered'].sum())} compactions, {len(r.events)} events), "
-                  f"langchain trim_messages {theirs:7.2f} s, ratio {theirs / ours:5.1f}x")
-            print(f"        ctxlab: {stages:.3f} s in the stages' applications (plan, edit, "
-                  f"bookkeeping), {ours - stages:.3f} s in the walk and the rest")
-    if len(rows) >= 2:
-        (n0, _, a0, b0, c0, s0), (n1, _, a1, b1, c1, s1) = rows[0], rows[-1]
-        print(f"growth {n0:,} -> {n1:,} messages ({n1 / n0:.0f}x): ctxlab {a1 / a0:.1f}x, "
-              f"langchain {b1 / b0:.1f}x; compactions {c1 / max(c0, 1):.1f}x, ctxlab seconds "
-              f"per compaction {a0 / max(c0, 1):.3f} -> {a1 / max(c1, 1):.3f}")
-        if s0 > 0 and a0 > s0:
-            print(f"    of which the stages' applications grew {s1 / s0:.1f}x and the walk "
-                  f"and the rest {(a1 - s1) / (a0 - s0):.1f}x")
+        if peer:
+            time_langchain(langchain_messages(warm))
+        for w in args.windows:
+            run_window(w, args.sizes, args.target, peer, Path(tmp), args.repeat)
     return 0
 
 
