@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 
 import ctxlab
@@ -228,16 +229,20 @@ def _lines(records: list[dict[str, Any]]) -> str:
 
 
 def test_a_claude_code_line_that_cannot_be_read_makes_no_call_and_no_event(tmp_path: Path):
-    """A timestamp out of range crashed the loader (OutOfBoundsDatetime); an unreadable
-    assistant line, reported skipped, still made a call; an unreadable compact summary,
-    reported skipped, still made an event that hid the whole conversation."""
+    """A timestamp out of range crashed the loader (OutOfBoundsDatetime), then cost its whole
+    line: now the line is read and only its time is left empty, reported at its line; an
+    unreadable assistant line, reported skipped, still made a call; an unreadable compact
+    summary, reported skipped, still made an event that hid the whole conversation."""
     p = _write(tmp_path, "a.jsonl", _lines([_cc_user("u1", None, "hi"), {
         **_cc_assistant("a1", "u1", "m1", "yo"), "timestamp": 1e20}]))
     with pytest.raises(LoadError) as e:
         ctxlab.load(p, strict=True)
-    assert f"{p}:2" in str(e.value)
+    assert f"{p}:2" in str(e.value) and "timestamp" in str(e.value)
     t = ctxlab.load(p)
-    assert len(t.calls) == 0 and t.load_report.skipped["line"].tolist() == [2]
+    sk = t.load_report.skipped
+    assert len(t.calls) == 1 and pd.isna(t.calls["ts"].iloc[0])
+    assert t.frame["content"].tolist() == ["hi", "yo"] and t.frame["ts"].iloc[1] is pd.NaT
+    assert sk["line"].tolist() == [2] and sk["record"].tolist() == ["timestamp"]
     p = _write(tmp_path, "d.jsonl", _lines([_cc_user("u1", None, "hi"),
                                             _cc_assistant("a1", "u1", "m1", 5)]))
     t = ctxlab.load(p)

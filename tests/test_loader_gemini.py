@@ -297,7 +297,7 @@ def test_a_tool_call_without_a_name_is_left_out_alone() -> None:
     whole_of = whole.frame[whole.frame["source"].str.endswith(f":{k + 1}")]
     assert len(part_of) == len(whole_of) - 2 and n_tools > 1
     sk = t.load_report.skipped
-    assert sk[["line", "where"]].values.tolist() == [[k + 1, "toolCalls[1]"]]
+    assert sk[["line", "where"]].values.tolist() == [[k + 1, f"line {k + 1} toolCalls[1]"]]
     assert "without a name" in sk["reason"].iloc[0]
 
 

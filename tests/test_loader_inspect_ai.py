@@ -335,8 +335,12 @@ def test_surrogates_huge_counts_and_bad_times_do_not_crash(tmp_path: Path) -> No
         assert t.frame["content"].iloc[1] == "x\ufffd"
         # the absurd count is left empty and said so (not silently), the call kept
         sk = t.load_report.skipped
-        assert sk["record"].tolist() == ["usage"]
+        assert sk["record"].tolist() == ["usage", "timestamp"]
         assert "is not a whole number from 0 to 2**53: left empty" in sk["reason"].iloc[0]
+        # the time too is left empty, and said so, at the event it came from
+        assert sk["where"].tolist() == [f"{at} {what}" for at in [sk["where"].iloc[0][:-6]]
+                                         for what in ("usage", "timestamp")]
+        assert "'1e+300' is not an ISO-8601 time" in sk["reason"].iloc[1]
 
 
 def test_a_call_sent_other_messages_than_its_conversation_is_reported(tmp_path: Path) -> None:

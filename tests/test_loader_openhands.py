@@ -284,8 +284,10 @@ def test_surrogates_huge_counts_and_bad_times_do_not_crash(tmp_path: Path) -> No
     assert "List \ufffd files." in t.frame["content"].tolist()
     # the absurd count is left empty and said so (not silently), the call kept
     sk = t.load_report.skipped
-    assert sk["record"].tolist() == ["usage"]
+    # the event's time is reported once, with its parts (its call has the same)
+    assert sk["record"].tolist() == ["usage", "timestamp"]
     assert "is not a whole number from 0 to 2**53: left empty" in sk["reason"].iloc[0]
+    assert sk["reason"].iloc[1].endswith("left empty (the part is kept)")
 
 
 def _write_text(tmp_path: Path, text: str) -> Path:

@@ -41,7 +41,7 @@ from ctxlab.loaders.message_lists import (Conversation, Message, ToolIndex,
                                           emit_group, emit_messages,
                                           emit_record, load_message_list, sniff_style)
 from ctxlab.loaders.records import LoadOptions, RecordLog, as_list, to_json
-from ctxlab.loaders.safe import count, timestamp
+from ctxlab.loaders.safe import count
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
@@ -143,7 +143,7 @@ def parse_message(m: Any, tools: ToolIndex, *, model: str | None = None) -> Mess
         mid = m.get("id")
         call.update(model=m.get("model") if isinstance(m.get("model"), str) else model,
                     call_id=mid if isinstance(mid, str) else None,
-                    ts=timestamp(m.get("timestamp")))
+                    ts=m.get("timestamp"))
         return Message("assistant", parts, call=call)
     if role == "system":  # not in the API, but some logs keep it as a message
         return Message("system", [p for b in blocks for p in block_parts(b, tools)])

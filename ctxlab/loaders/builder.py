@@ -16,10 +16,11 @@ import json
 import re
 from typing import Any, Iterable, Mapping
 
+import numpy as np
 import pandas as pd
 
 from ctxlab.loaders.records import RecordLog, clean, to_json
-from ctxlab.loaders.safe import count, refused_counts
+from ctxlab.loaders.safe import count, recorded_time, refused_counts
 from ctxlab.schema import (CALL_COLUMNS, EVENT_COLUMNS, PART_COLUMNS, KINDS, ROLES, Column,
                            LoadReport, Transcript, coerce)
 
@@ -116,7 +117,7 @@ class SessionBuilder:
 
     def part(self, kind: str, content: str, *, role: str | None = None,
              tool_name: str | None = None, tool_call_id: str | None = None,
-             file_path: str | None = None, call: int | None = None, ts: str | None = None,
+             file_path: str | None = None, call: int | None = None, ts: Any = None,
              source: str | None = None, meta: Mapping[str, Any] | None = None,
              event: int | None = None, hidden_by: int | None = None,
              pos: float | None = None) -> int:
@@ -151,7 +152,7 @@ class SessionBuilder:
         p["tool_call_id"].append(tool_call_id)
         p["file_path"].append(file_path)
         p["call"].append(call)
-        p["ts"].append(ts)
+        p["ts"].append(recorded_time(ts))
         p["hidden_by"].append(hidden_by)
         p["event"].append(event)
         p["source"].append(source)
@@ -207,7 +208,7 @@ class SessionBuilder:
              input_total: int | None = None, input_tokens: int | None = None,
              cache_read: int | None = None, cache_write: int | None = None,
              output_tokens: int | None = None, reasoning_tokens: int | None = None,
-             ts: str | None = None, input_end_pos: float | None = None,
+             ts: Any = None, input_end_pos: float | None = None,
              source: str | None = None) -> int:
         """Declare one LLM call. ``input_end_pos`` defaults to the position of the next
         part added (so: declare the call, then add its output parts)."""
@@ -223,7 +224,7 @@ class SessionBuilder:
         c["cache_write"].append(count(cache_write))
         c["output_tokens"].append(count(output_tokens))
         c["reasoning_tokens"].append(count(reasoning_tokens))
-        c["ts"].append(ts)
+        c["ts"].append(recorded_time(ts))
         c["input_end_pos"].append(self.next_pos if input_end_pos is None else input_end_pos)
         c["source"].append(source)
         if call_id is not None:
@@ -244,10 +245,14 @@ class SessionBuilder:
         call's source, else its first output part's)."""
         pending, self._refused_counts = self._refused_counts, []
         for idx, bad in pending:
-            loc = self._calls["source"][idx] or next(
-                (src for c, src in zip(self._parts["call"], self._parts["source"])
-                 if c == idx and src), "")
-            self._report_refused(bad, loc, "usage", f"call {idx}", "the call is kept")
+            self._report_refused(bad, self.call_source(idx), "usage", f"call {idx}",
+                                 "the call is kept")
+
+    def call_source(self, idx: int) -> str:
+        """Where call ``idx`` was read: its source, else its first output part's."""
+        return self._calls["source"][idx] or next(
+            (src for c, src in zip(self._parts["call"], self._parts["source"])
+             if c == idx and src), "")
 
     def _report_refused(self, bad: list[Any], loc: str, record: str, fallback: str,
                         kept: str) -> None:
@@ -272,7 +277,8 @@ class SessionBuilder:
     def update_call(self, idx: int, **values: Any) -> None:
         """Overwrite recorded values of a call (e.g. the last line's usage wins)."""
         for k, v in values.items():
-            self._calls[k][idx] = count(v) if k in COUNT_COLUMNS else v
+            self._calls[k][idx] = count(v) if k in COUNT_COLUMNS else \
+                recorded_time(v) if k == "ts" else v
         self._refused(idx)
 
     @property
@@ -339,6 +345,38 @@ def report_refused(log: RecordLog, bad: list[Any], loc: str, record: str, fallba
                 f"2**53: left empty ({kept})", line=line, where=f"{at} {record}")
 
 
+def _report_times(builders: list[SessionBuilder], attr: str, given: list[Any],
+                  parsed: pd.Series) -> None:
+    """Report the timestamps that were given but could not be parsed (not ISO-8601, or
+    outside the years 1678-2262 that ``datetime64[ns]`` holds): they are left empty, each
+    reported once per record at the part's or call's source (``attr``: ``_parts`` or
+    ``_calls``; ``given`` the builders' values joined, ``parsed`` their column). A call
+    whose time is that of one of its output parts is reported with the part."""
+    bad = np.flatnonzero(parsed.isna().to_numpy()
+                         & np.fromiter((v is not None for v in given), bool, len(given)))
+    if not len(bad):
+        return
+    ends = np.cumsum([len(getattr(b, attr)["ts"]) for b in builders])
+    seen: set[tuple[int, str, str]] = set()
+    what = "part" if attr == "_parts" else "call"
+    for i in bad.tolist():
+        k = int(np.searchsorted(ends, i, side="right"))
+        b = builders[k]
+        j = i - (int(ends[k - 1]) if k else 0)
+        if what == "call" and any(c == j and ts == given[i] for c, ts in
+                                  zip(b._parts["call"], b._parts["ts"])):
+            continue        # read from the record of one of its parts: reported there
+        loc = (b._parts["source"][j] or "") if what == "part" else b.call_source(j)
+        key = (k, loc, str(given[i]))
+        if key in seen:
+            continue
+        seen.add(key)
+        line, at = _located(loc, f"{what} {j} of session {b.session}")
+        b.log.skipped("timestamp", f"timestamp {str(given[i])[:60]!r} is not an ISO-8601 time "
+                      f"from the years 1678 to 2262 (nor epoch seconds or milliseconds): left "
+                      f"empty (the {what} is kept)", line=line, where=f"{at} timestamp")
+
+
 def _located(loc: str, fallback: str) -> tuple[int | None, str]:
     """The line and the record locator (``line 12``, ``line 12 [3]``, ``messages[3]``) of a
     part's or call's source (``file:LINE``, ``file:LINE#path`` or ``file#path``);
@@ -373,10 +411,13 @@ def assemble(builders: list[SessionBuilder], logs: list[RecordLog] | RecordLog,
         for b in builders:
             for name, values in getattr(b, attr).items():
                 data[name].extend(values)
-        return coerce(data, columns)
+        out = coerce(data, columns)
+        if "ts" in data:
+            _report_times(builders, attr, data["ts"], out["ts"])
+        return out
 
-    t = Transcript(frame=joined("_parts", PART_COLUMNS), calls=joined("_calls", CALL_COLUMNS),
-                   events=joined("_events", EVENT_COLUMNS), meta=dict(meta),
-                   load_report=LoadReport.concat([lg.report() for lg in logs]))
+    frame, calls = joined("_parts", PART_COLUMNS), joined("_calls", CALL_COLUMNS)
+    t = Transcript(frame=frame, calls=calls, events=joined("_events", EVENT_COLUMNS),
+                   meta=dict(meta), load_report=LoadReport.concat([lg.report() for lg in logs]))
     t.validate(strict=True)
     return t

@@ -63,7 +63,7 @@ from ctxlab.loaders.claude_code_chain import (CONVERSATION, NOTIFICATION_PREFIX,
                                               plan_messages, select_chain, sidechain_groups,
                                               summarizer_call, text_field, type_reason,
                                               usage_fields, user_category)
-from ctxlab.loaders.records import SHAPE_ERRORS, LoadOptions, to_json, ts_iso
+from ctxlab.loaders.records import SHAPE_ERRORS, LoadOptions, to_json
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import HELPER_SESSIONS, Transcript
 
@@ -268,11 +268,7 @@ class _Session:
                        taken: int | None) -> None:
         """A prompt typed while the agent worked, as the model gets it: a user message of
         its own (a new turn) saying what the user sent."""
-        try:
-            ts = ts_iso(obj.get("timestamp"))
-        except SHAPE_ERRORS as e:
-            self.f.skip(line, str(obj.get("type")), f"unexpected shape: {e!r}")
-            return
+        ts = obj.get("timestamp")       # the builder reads it (and reports one it cannot)
         self.b.message("user", real_user=True)
         meta: dict[str, Any] = {"category": "queued"}
         if taken is not None:
@@ -291,7 +287,7 @@ class _Session:
         for flag in ("isMeta", "isCompactSummary", "isVisibleInTranscriptOnly"):
             if obj.get(flag):
                 base[flag] = True
-        common = dict(role=role, ts=ts_iso(obj.get("timestamp")), source=self.f.loc(line))
+        common = dict(role=role, ts=obj.get("timestamp"), source=self.f.loc(line))
         specs: list[dict[str, Any]] = []
         for block in content_blocks(obj):
             for spec in self._block(block, obj):
@@ -401,8 +397,7 @@ class _Session:
             if call is not None and call != self.b.n_calls - 1:
                 call = None     # an id back after another call: a request of its own
             if call is None:
-                # (the line's parts were read, so its timestamp is one ts_iso can read)
-                call = self.b.call(call_id=mid, model=model, ts=ts_iso(first.get("timestamp")),
+                call = self.b.call(call_id=mid, model=model, ts=first.get("timestamp"),
                                    source=self.f.loc(ln_u), **usage)
             else:
                 self.b.update_call(call, source=self.f.loc(ln_u), **usage)

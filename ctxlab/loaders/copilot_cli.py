@@ -280,7 +280,7 @@ def load(path: Path, options: LoadOptions) -> Transcript:
             data = rec["data"]
             if not isinstance(data, Mapping):
                 raise TypeError("data is not an object")
-            ev.record(line, rtype, data, safe.timestamp(rec.get("timestamp")))
+            ev.record(line, rtype, data, rec.get("timestamp"))
         except SHAPE_ERRORS as e:
             log.skipped(rtype, f"unexpected shape: {type(e).__name__}: {e}", line=line)
     if ev.model:

@@ -149,7 +149,7 @@ class _Chat:
             return None
         if mtype not in ("user", "gemini"):
             raise KeyError(f"unknown message type {mtype!r}")
-        out: dict[str, Any] = {"type": mtype, "ts": safe.timestamp(rec.get("timestamp")),
+        out: dict[str, Any] = {"type": mtype, "ts": rec.get("timestamp"),
                                "id": str(rec.get("id")), "meta": {"id": rec.get("id")}}
         if mtype == "user":
             specs = content_specs(rec.get("content"), "user")
@@ -197,6 +197,8 @@ class _Chat:
         for i, plan in enumerate(plans):
             for inner, reason in (plan or {}).get("problems", ()):
                 at = ".".join(w for w in (where, f"{each}[{i}]" if each else None, inner) if w)
+                if where is None and line is not None:     # a piece of a JSONL line
+                    at = f"line {line} {at}"
                 self.log.skipped("toolCall", reason, line=line, where=at)
 
     def emit(self, plan: Mapping[str, Any], source: str, event: int | None = None) -> int:

@@ -46,7 +46,7 @@ from typing import Any, Iterator, Mapping
 from ctxlab.loaders.builder import SessionBuilder, assemble, file_path_from_args, tool_call_text
 from ctxlab.loaders.records import (SHAPE_ERRORS, LoadOptions, RecordLog, parse_json, read_json,
                                     to_json)
-from ctxlab.loaders.safe import count, timestamp
+from ctxlab.loaders.safe import count
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
@@ -251,7 +251,7 @@ class _Sample:
             call_id = call_id if isinstance(call_id, str) and call_id else ev.get("uuid")
             b.call(call_id=call_id if isinstance(call_id, str) else None,
                    model=out.get("model") or ev.get("model"),
-                   ts=timestamp(ev.get("timestamp")), input_end_pos=starts[min(seen[k], len(ids))],
+                   ts=ev.get("timestamp"), input_end_pos=starts[min(seen[k], len(ids))],
                    source=log.location(where=self.where(f"events[{j}]")),
                    **usage_fields(out.get("usage")))
         first_model = models[0][0] if models else None
@@ -291,7 +291,7 @@ class _Sample:
             for i, m in enumerate(ev.get("input") or []):
                 self.guarded(m, None, self.where(f"events[{j}].input[{i}]"))
             out = ev.get("output") or {}
-            b.call(model=out.get("model") or ev.get("model"), ts=timestamp(ev.get("timestamp")),
+            b.call(model=out.get("model") or ev.get("model"), ts=ev.get("timestamp"),
                    source=self.log.location(where=self.where(f"events[{j}]")),
                    **usage_fields(out.get("usage")))
             choices = out.get("choices") or []

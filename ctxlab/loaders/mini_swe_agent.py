@@ -78,7 +78,10 @@ def parse(m: Any, *, task_seen: bool, after_last_call: bool, tools: ToolIndex,
         resp = _response(m)
         usage = openai_usage(resp.get("usage"))
         extra = m.get("extra") if isinstance(m.get("extra"), Mapping) else {}    # never sent
-        ts = timestamp(resp.get("created")) or timestamp(extra.get("timestamp"))
+        created, noted = resp.get("created"), extra.get("timestamp")
+        # the response's time, else the one noted beside it (a bad one given alone is
+        # the builder's to report)
+        ts = created if timestamp(created) is not None or noted is None else noted
         rid = resp.get("id")
         msg.call = {**usage, "model": resp.get("model") if isinstance(resp.get("model"), str)
                     else model, "call_id": rid if isinstance(rid, str) else None, "ts": ts}

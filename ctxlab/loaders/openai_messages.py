@@ -38,7 +38,7 @@ from ctxlab.loaders.message_lists import (Conversation, Message, ToolIndex, emit
                                           emit_messages, load_message_list, small_meta,
                                           sniff_style)
 from ctxlab.loaders.records import LoadOptions, RecordLog, to_json
-from ctxlab.loaders.safe import count, timestamp
+from ctxlab.loaders.safe import count
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
@@ -166,7 +166,7 @@ def parse_message(m: Any, tools: ToolIndex, *, model: str | None = None) -> Mess
         mdl = m.get("model") if isinstance(m.get("model"), str) else model
         cid = m.get("id")
         call.update(model=mdl, call_id=str(cid) if isinstance(cid, (str, int)) else None,
-                    ts=timestamp(m.get("timestamp") or m.get("created")))
+                    ts=m.get("timestamp") or m.get("created"))
         msg = Message("assistant", parts, call=call)
     elif role in ("tool", "function"):
         call_id = m.get("tool_call_id")
@@ -189,8 +189,8 @@ def parse_message(m: Any, tools: ToolIndex, *, model: str | None = None) -> Mess
     if meta:
         for p in msg.parts:
             p["meta"] = {**meta, **(p.get("meta") or {})}
-    ts = timestamp(m.get("timestamp"))
-    if ts:
+    ts = m.get("timestamp")         # the builder reads it (and reports one it cannot)
+    if ts is not None and ts != "":
         for p in msg.parts:
             p.setdefault("ts", ts)
     return msg

@@ -47,7 +47,7 @@ from typing import Any, Mapping
 from ctxlab.loaders.builder import (SessionBuilder, assemble, content_text, file_path_from_args,
                                     tool_call_text)
 from ctxlab.loaders.records import SHAPE_ERRORS, LoadOptions, RecordLog, as_int, read_json, to_json
-from ctxlab.loaders.safe import count, timestamp
+from ctxlab.loaders.safe import count
 from ctxlab.loaders.registry import Loader, register
 from ctxlab.schema import Transcript
 
@@ -196,7 +196,7 @@ class _Stream:
 
     # ---- events ----------------------------------------------------------------------
     def action(self, ev: Mapping[str, Any], where: str) -> None:
-        action, eid, ts = ev["action"], _event_id(ev), timestamp(ev.get("timestamp"))
+        action, eid, ts = ev["action"], _event_id(ev), ev.get("timestamp")
         src = self.log.location(where=where)
         b, args = self.b, ev.get("args") or {}
         if not isinstance(args, Mapping):   # before anything is added: the whole record goes
@@ -268,7 +268,7 @@ class _Stream:
                      meta={**meta, "user_action": action})
 
     def observation(self, ev: Mapping[str, Any], where: str) -> None:
-        kind, eid, ts = ev["observation"], _event_id(ev), timestamp(ev.get("timestamp"))
+        kind, eid, ts = ev["observation"], _event_id(ev), ev.get("timestamp")
         src = self.log.location(where=where)
         if kind not in NOT_IN_HISTORY["observation"]:
             self.history.append(eid)
@@ -388,7 +388,7 @@ class _Stream:
                 pos = (max(taken) + after) / 2 if taken and max(taken) >= after - 0.5 \
                     else after - 0.5
             b.message("user")
-            pid = b.part("summary", content_text(summary), ts=timestamp(ev.get("timestamp")),
+            pid = b.part("summary", content_text(summary), ts=ev.get("timestamp"),
                          event=ev_id, source=self.log.location(where=where),
                          meta={"event_id": ev.get("id"), "summary_offset": offset}, pos=pos)
             self.pos[pid] = pos

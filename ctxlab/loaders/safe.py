@@ -59,6 +59,24 @@ def refused_counts() -> list[Any]:
     return out
 
 
+def recorded_time(value: Any) -> str | None:
+    """A recorded timestamp as the text the session builder stores: ISO text as given,
+    epoch seconds or milliseconds converted; None when absent. A value that is no time at
+    all stays as its text: the frame builder cannot parse it, and the session builder
+    reports it (`ctxlab.loaders.builder.assemble`), rather than leaving it empty unsaid.
+
+    Example:
+        >>> recorded_time(1700000000), recorded_time("yesterday"), recorded_time("")
+        ('2023-11-14T22:13:20+00:00', 'yesterday', None)
+        >>> recorded_time(1e30)
+        '1e+30'
+    """
+    try:
+        return ts_iso(value)
+    except (ValueError, OverflowError, TypeError):
+        return str(value)
+
+
 def timestamp(value: Any) -> str | None:
     """An ISO-8601 timestamp, or None when it cannot be one in ``datetime64[ns]``.
 
