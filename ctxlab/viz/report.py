@@ -210,8 +210,9 @@ def _settings(replay: Replay, source: Transcript, cells: _Cells) -> str:
     rows += [("overhead left out", note) for note in overhead_notes(replay)]
     bare = calls_without_input(source)
     if len(bare):
-        rows.append(("not replayed", f"{len(bare):,} call{'' if len(bare) == 1 else 's'} "
-                     f"with no recorded input (their session holds no part)"))
+        one = len(bare) == 1
+        rows.append(("not replayed", f"{len(bare):,} call{'' if one else 's'} with no "
+                     f"recorded input ({'its' if one else 'their'} session holds no part)"))
     rows += [("not replayed", note) for note in replay.not_replayed.values()]
     items = "".join(f"<dt>{cells.text(k)}</dt><dd>{cells.text(v)}</dd>" for k, v in rows)
     return f'<section id="settings"><h2>Replay</h2><dl>{items}</dl></section>'
