@@ -153,6 +153,9 @@ def run_window(window: int, sizes: list[int], target: float, peer: bool,
         if s0 > 0 and a0 > s0:
             print(f"      of which the stages' applications grew {s1 / s0:.1f}x and the "
                   f"walk and the rest {(a1 - s1) / (a0 - s0):.1f}x")
+        # cost against the sessions' content: equal figures mean cost linear in the text
+        print(f"      ctxlab seconds per MB of session text {a0 / x0 * 1e6:.4f} -> "
+              f"{a1 / x1 * 1e6:.4f}")
     return rows
 
 
