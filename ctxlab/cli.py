@@ -401,9 +401,13 @@ def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay
     if small:
         steps.write(small)
     from ctxlab.fidelity import overhead_notes
+    from ctxlab.replay_state import over_target_note
 
     for note in overhead_notes(r):
         steps.write(f"ctxlab: warning: {note}")
+    over = over_target_note(r.calls)
+    if over:
+        steps.write(f"ctxlab: warning: {over}")
     return t, r
 
 

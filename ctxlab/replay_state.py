@@ -332,3 +332,40 @@ def events_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     df["event"] = df["event"].astype("Int64")
     df["failure"] = df["failure"].astype(TEXT)
     return df
+
+
+def over_target_note(calls: pd.DataFrame) -> str | None:
+    """What the summary's ``compactions`` (calls at which the trigger fired) does not say:
+    the triggered calls whose request no stage brought within its target, which were sent
+    over it (``calls``: `Replay.calls`; a forced final turn is counted apart, as
+    ``forced_final``). None when every triggered request ended within its target.
+
+    Example:
+        >>> calls = pd.DataFrame({"session": "s", "call": [3, 4], "triggered": True,
+        ...     "within_target": [True, False], "forced_final": False,
+        ...     "tokens_after": [90, 130], "target_tokens": 100, "limit_tokens": 100,
+        ...     "note": ["", "stages exhausted, still over target (prune: nothing to do)"]})
+        >>> print(over_target_note(calls))
+        the trigger fired at 2 calls (the summary's compactions), but at 1 of them no \
+stage brought the request within its target: sent at up to 130 tokens (130.0% of the \
+limit); first at call 4: stages exhausted, still over target (prune: nothing to do)
+    """
+    if calls.empty:
+        return None
+    fired = calls["triggered"].astype(bool)
+    over = calls[fired & ~calls["within_target"].astype(bool)
+                 & ~calls["forced_final"].astype(bool)]
+    if over.empty:
+        return None
+    worst = over.loc[over["tokens_after"].idxmax()]
+    limit = int(worst["limit_tokens"])
+    whose = "the" if calls["limit_tokens"].nunique() == 1 else "its call's"
+    first = over.iloc[0]
+    where = f"call {int(first['call'])}" if calls["session"].nunique() == 1 else \
+        f"session {first['session']} call {int(first['call'])}"
+    n, m = int(fired.sum()), len(over)
+    return (f"the trigger fired at {n:,} call{'' if n == 1 else 's'} (the summary's "
+            f"compactions), but at {m:,} of them no stage brought the request within its "
+            f"target: sent at up to {int(worst['tokens_after']):,} tokens "
+            f"({int(worst['tokens_after']) / limit:.1%} of {whose} limit); first at {where}: "
+            f"{first['note']}")

@@ -66,8 +66,12 @@ def test_a_window_smaller_than_the_first_request_is_warned_of(
     assert first > 100 and r.calls["over_window"].all()
     assert main(["replay", LOG, "--preset", "neurolink", "--window", "100"]) == 0
     err = capsys.readouterr().err.splitlines()
-    assert err == [f"ctxlab: warning: the window (100 tokens) is smaller than the first "
-                   f"request ({first:,} tokens), so every call is over it"]
+    assert err[0] == (f"ctxlab: warning: the window (100 tokens) is smaller than the first "
+                      f"request ({first:,} tokens), so every call is over it")
+    # and no stage can fit a request into it: each triggered call is sent over its target
+    assert err[1:] == [over for over in err[1:] if over.startswith(
+        "ctxlab: warning: the trigger fired at 63 calls (the summary's compactions), but at "
+        "63 of them no stage brought the request within its target")] != []
     assert main(["replay", LOG, "--preset", "neurolink", "--window", "100k"]) == 0
     assert "smaller than" not in capsys.readouterr().err
     # several sessions: how many are concerned, and how many calls are over the window
@@ -76,6 +80,35 @@ def test_a_window_smaller_than_the_first_request_is_warned_of(
     err = capsys.readouterr().err
     assert "smaller than the first request of 1 of 4 sessions (up to " in err
     assert " calls are over it" in err
+
+
+def test_triggered_calls_left_over_target_are_said(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]):
+    """``compactions`` counts the calls at which the trigger fired, whether or not a stage
+    could change the request: on a real Claude Code log copilot-fixed printed
+    ``compactions 49`` (``calls_compacted 1``), its 49 requests sent at up to 147,961
+    tokens (115.6% of the 128,000-token limit) after "stages exhausted", with no word."""
+    log = str(DATASETS / "projects_mode.jsonl")
+    r = ctxlab.replay(ctxlab.load(log), "neuron")
+    over = r.calls[r.calls["triggered"] & ~r.calls["within_target"]]
+    assert r.summary()["compactions"] == 6 and r.summary()["calls_compacted"] == 1
+    assert len(over) == 5
+    peak = int(over["tokens_after"].max())
+    assert main(["replay", log, "--preset", "neuron"]) == 0
+    err = capsys.readouterr().err
+    assert (f"ctxlab: warning: the trigger fired at 6 calls (the summary's compactions), but "
+            f"at 5 of them no stage brought the request within its target: sent at up to "
+            f"{peak:,} tokens ({peak / 100_000:.1%} of the limit); first at call "
+            f"{int(over['call'].iloc[0])}: stages exhausted, still over target "
+            f"(clear_tool_results: nothing to do; keep_last: nothing to do)") in err
+    out = tmp_path / "r.html"
+    assert main(["report", log, "--preset", "neuron", "-o", str(out)]) == 0
+    assert "the trigger fired at 6 calls" in capsys.readouterr().err
+    page = out.read_text(encoding="utf-8")
+    assert "<dt>over target</dt><dd>the trigger fired at 6 calls" in page
+    # every triggered request within its target: nothing to say
+    assert main(["replay", LOG, "--preset", "neuron", "--window", "100k"]) == 0
+    assert "the trigger fired" not in capsys.readouterr().err
 
 
 def test_replay_without_events_says_so(capsys: pytest.CaptureFixture[str]):

@@ -206,8 +206,12 @@ def _settings(replay: Replay, source: Transcript, cells: _Cells) -> str:
             ("load report", _load_report_text(source))]
     from ctxlab.fidelity import overhead_notes
     from ctxlab.replay import calls_without_input
+    from ctxlab.replay_state import over_target_note
 
     rows += [("overhead left out", note) for note in overhead_notes(replay)]
+    over = over_target_note(replay.calls)
+    if over:
+        rows.append(("over target", over))
     bare = calls_without_input(source)
     if len(bare):
         one = len(bare) == 1
