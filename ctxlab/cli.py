@@ -400,10 +400,10 @@ def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay
     small = small_window_warning(r.calls)
     if small:
         steps.write(small)
-    from ctxlab.fidelity import overhead_notes
+    from ctxlab.fidelity import inflated_overhead_notes, overhead_notes
     from ctxlab.replay_state import over_target_note
 
-    for note in overhead_notes(r):
+    for note in [*overhead_notes(r), *inflated_overhead_notes(r)]:
         steps.write(f"ctxlab: warning: {note}")
     over = over_target_note(r.calls)
     if over:

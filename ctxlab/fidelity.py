@@ -358,14 +358,8 @@ def overhead_notes(replayed: Any) -> list[str]:
     from ctxlab.tokens.accuracy import floored_overheads
 
     log = replayed.settings.log
-    if log is None:             # overheads given, not fitted
-        return []
-    by_spec: dict[str, tuple[Estimator, list[str]]] = {}
-    for s in pd.unique(replayed.calls["session"].astype(str)) if len(replayed.calls) else []:
-        est = replayed.estimator(s)
-        by_spec.setdefault(est.spec, (est, []))[1].append(s)
     notes = []
-    for spec, (est, sessions) in by_spec.items():
+    for spec, (est, sessions) in _estimators_of(replayed).items():
         gaps = {s: v for s, v in floored_overheads(log, est).items() if s in sessions}
         if not gaps:
             continue
@@ -383,5 +377,53 @@ def overhead_notes(replayed: Any) -> list[str]:
     return notes
 
 
+def inflated_overhead_notes(replayed: Any) -> list[str]:
+    """What a replay's fitted unrecorded overheads overstate: one line per estimator whose
+    fit makes the first call's estimate far more than the provider billed for it
+    (`ctxlab.tokens.accuracy.inflated_overheads`), for the CLI and the report to say: the
+    overhead then holds part of the content's undercount, not only the system prompt.
+
+    Example:
+        >>> import ctxlab
+        >>> t = ctxlab.load("datasets/coding_session.jsonl")
+        >>> print(inflated_overhead_notes(ctxlab.replay(t, "claude-code"))[0][:80])
+        tiktoken:o200k_base counts fewer tokens than the provider on this log's long req
+        >>> inflated_overhead_notes(ctxlab.replay(t, "neurolink"))
+        []
+    """
+    from ctxlab.tokens.accuracy import inflated_overheads
+
+    log = replayed.settings.log
+    notes = []
+    for spec, (est, sessions) in _estimators_of(replayed).items():
+        over = {s: v for s, v in inflated_overheads(log, est).items() if s in sessions}
+        if not over:
+            continue
+        s, (reported, content, overhead) = next(iter(over.items()))
+        more = f" (and {len(over) - 1} more session{'s' if len(over) > 2 else ''})" \
+            if len(over) > 1 else ""
+        notes.append(
+            f"{spec} counts fewer tokens than the provider on this log's long requests, so "
+            f"the unrecorded overhead fitted for it ({overhead:,} tokens, in every replayed "
+            f"request's system layer) is more than the system prompt and tool schemas: "
+            f"session {s}{more} reported {reported:,} input tokens at its first call, "
+            f"the whole request, against {content + overhead:,} estimated "
+            f"({content + overhead - reported:,} over); a calibration (ctxlab estimators "
+            f"--calibrate) fits this log better")
+    return notes
+
+
+def _estimators_of(replayed: Any) -> dict[str, tuple[Estimator, list[str]]]:
+    """The estimators a replay counted its sessions with, by spec, with their sessions;
+    none when its overheads were given, not fitted (``settings.log`` is None)."""
+    by_spec: dict[str, tuple[Estimator, list[str]]] = {}
+    if replayed.settings.log is None or not len(replayed.calls):
+        return by_spec
+    for s in pd.unique(replayed.calls["session"].astype(str)):
+        est = replayed.estimator(s)
+        by_spec.setdefault(est.spec, (est, []))[1].append(s)
+    return by_spec
+
+
 __all__ = ["claude_code_checks_df", "compaction_points_df", "fidelity_df", "fidelity_errors_df",
-           "overhead_notes", "replay_rows", "threshold_bounds_df"]
+           "inflated_overhead_notes", "overhead_notes", "replay_rows", "threshold_bounds_df"]

@@ -370,7 +370,8 @@ def test_a_progress_bar_is_drawn_on_a_terminal_only(monkeypatch: pytest.MonkeyPa
                                                     capsys: pytest.CaptureFixture[str]):
     pytest.importorskip("tqdm")
     assert main(["replay", LOG, "--preset", "neuron"]) == 0
-    assert capsys.readouterr().err == ""           # not a terminal: no bar
+    err = capsys.readouterr().err                  # not a terminal: no bar (a warning,
+    assert "loading" not in err and "replaying" not in err    # e.g. on the overhead, may be)
     term = _Terminal()
     monkeypatch.setattr(sys, "stderr", term)
     assert main(["replay", LOG, "--preset", "neuron"]) == 0

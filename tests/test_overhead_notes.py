@@ -48,3 +48,32 @@ def test_the_cli_replay_warns_of_it(capsys):
     assert "ctxlab: warning: neurolink:anthropic counts more than the provider" in err
     assert main(["replay", str(DEMO), "--preset", "claude-code"]) == 0
     assert "counts more than the provider" not in capsys.readouterr().err
+
+
+def test_an_overhead_fitted_above_the_whole_first_request_is_said(capsys):
+    """The other way: o200k counts fewer tokens than Claude's tokenizer on long requests,
+    so the median fit took in part of the content's undercount. On spotter 4d5611e5 the
+    report said "unrecorded overhead 40,091 tokens" (system prompt and tool schemas) for
+    a session whose whole first request was billed 26,450 tokens; on the demo 21,074
+    against 14,585, with no word."""
+    from ctxlab.cli import main
+    from ctxlab.fidelity import inflated_overhead_notes
+
+    t = ctxlab.load(DEMO)
+    u = reported_usage_df(t, "tiktoken:o200k_base")
+    first = u[u["input_total"].notna()].iloc[0]
+    reported, overhead = int(first["input_total"]), int(first["overhead_tokens"])
+    assert overhead > reported                  # more than the whole first request
+    estimated = overhead + int(first["est_content_tokens"])
+    notes = inflated_overhead_notes(ctxlab.replay(t, "claude-code"))
+    assert len(notes) == 1 and notes[0].startswith("tiktoken:o200k_base counts fewer tokens")
+    assert (f"({overhead:,} tokens" in notes[0] and f"reported {reported:,} input tokens" in
+            notes[0] and f"against {estimated:,} estimated ({estimated - reported:,} over)"
+            in notes[0])
+    # floored (the other note), or given: nothing to say here
+    assert inflated_overhead_notes(ctxlab.replay(t, "neurolink")) == []
+    assert inflated_overhead_notes(ctxlab.replay(t, "claude-code", overhead_tokens=14_000)) == []
+    page = report_html(ctxlab.replay(t, "claude-code"), transcript=t)
+    assert "overhead overstated" in page and f"against {estimated:,} estimated" in page
+    assert main(["replay", str(DEMO), "--preset", "claude-code"]) == 0
+    assert "ctxlab: warning: tiktoken:o200k_base counts fewer tokens" in capsys.readouterr().err

@@ -246,16 +246,52 @@ def floored_overheads(source: PartsSource, estimator: str | Estimator,
         >>> floored_overheads(t, "tiktoken:o200k_base")
         {}
     """
-    u = reported_usage_df(source, estimator)
-    u = u[(u["segment"] == 0) & u["input_total"].notna() & (u["input_total"] > 0)]
     out: dict[str, tuple[int, int]] = {}
-    for session, g in u.groupby("session", sort=False):
-        first = g.iloc[0]
+    for session, first in _first_reporting_calls(source, estimator).iterrows():
         reported, est = int(first["input_total"]), int(first["est_content_tokens"])
-        if int(first["overhead_fitted_on"]) >= MIN_FIT_CALLS and \
-                int(first["overhead_tokens"]) == 0 and reported - est > max(1000, reported / 4):
+        if int(first["overhead_tokens"]) == 0 and reported - est > max(1000, reported / 4):
             out[str(session)] = (reported, est)
     return out
+
+
+def inflated_overheads(source: PartsSource, estimator: str | Estimator,
+                       ) -> dict[str, tuple[int, int, int]]:
+    """Sessions whose fitted overhead makes their first reporting call's estimate far more
+    than the provider billed for it: ``session -> (reported, estimated content,
+    overhead)`` at that call.
+
+    An estimator that counts fewer tokens than the provider does makes ``reported −
+    estimate`` grow with the request: the median, and so the fitted overhead, then holds
+    part of the content's undercount and can exceed the whole first request, which is
+    the system prompt and tool schemas plus the first message. It counts when the first
+    call's estimate is over by more than 1,000 tokens and a quarter of the reported
+    input (as `floored_overheads`, the other way); the fit needs `MIN_FIT_CALLS`.
+
+    Example:
+        >>> import ctxlab
+        >>> t = ctxlab.load("datasets/coding_session.jsonl")
+        >>> inflated_overheads(t, "tiktoken:o200k_base")
+        {'611c338b-8032-4760-b911-90698b47d269': (14585, 91, 21074)}
+        >>> inflated_overheads(t, "neurolink:anthropic")
+        {}
+    """
+    out: dict[str, tuple[int, int, int]] = {}
+    for session, first in _first_reporting_calls(source, estimator).iterrows():
+        reported, est = int(first["input_total"]), int(first["est_content_tokens"])
+        over = int(first["overhead_tokens"])
+        if est + over - reported > max(1000, reported / 4):
+            out[str(session)] = (reported, est, over)
+    return out
+
+
+def _first_reporting_calls(source: PartsSource, estimator: str | Estimator) -> pd.DataFrame:
+    """Per session (the index), the `reported_usage_df` row of its first call that reports
+    its input, before any recorded compaction, where the overhead was fitted on at least
+    `MIN_FIT_CALLS` calls."""
+    u = reported_usage_df(source, estimator)
+    u = u[(u["segment"] == 0) & u["input_total"].notna() & (u["input_total"] > 0)]
+    first = u.groupby("session", sort=False).head(1).set_index("session")
+    return first[first["overhead_fitted_on"] >= MIN_FIT_CALLS]
 
 
 def session_overheads(source: PartsSource, estimator: str | Estimator) -> dict[str, int]:

@@ -204,11 +204,12 @@ def _settings(replay: Replay, source: Transcript, cells: _Cells) -> str:
              f"{overhead[0]:,} tokens" if overhead[0] == overhead[-1] else
              f"{overhead[0]:,}–{overhead[-1]:,} tokens per session"),
             ("load report", _load_report_text(source))]
-    from ctxlab.fidelity import overhead_notes
+    from ctxlab.fidelity import inflated_overhead_notes, overhead_notes
     from ctxlab.replay import calls_without_input
     from ctxlab.replay_state import over_target_note
 
     rows += [("overhead left out", note) for note in overhead_notes(replay)]
+    rows += [("overhead overstated", note) for note in inflated_overhead_notes(replay)]
     over = over_target_note(replay.calls)
     if over:
         rows.append(("over target", over))
