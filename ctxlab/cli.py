@@ -40,7 +40,7 @@ from ctxlab.cli_sweep import add_sweep_command
 from ctxlab.errors import ConfigError, CtxlabError, LoadError
 from ctxlab.loaders import load, load_dir
 from ctxlab.loaders.corpus import Corpus
-from ctxlab.overview import parts_by_role_kind_df, sessions_df, usage_summary
+from ctxlab.overview import parts_by_role_kind_df, recorded_totals, sessions_df, usage_summary
 from ctxlab.presets import preset_names
 from ctxlab.schema import Transcript
 from ctxlab.tokens import Estimator
@@ -120,6 +120,9 @@ def info_text(t: Transcript, path: Path | None = None) -> str:
              f"input_total: sum {_n(u['input_total'])}, max {_n(u['max_input_total'])}; "
              f"cache read {_n(u['cache_read'])}, cache write {_n(u['cache_write'])}; "
              f"output {_n(u['output_tokens'])}"]
+    totals = recorded_totals(t)
+    if totals:
+        lines.append(f"recorded:    {totals}")
     rec = t.events[t.events["origin"] == "recorded"]
     lines.append(f"recorded compactions: {len(rec)}")
     for r in rec.itertuples():

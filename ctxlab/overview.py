@@ -103,3 +103,51 @@ def usage_summary(t: Transcript) -> dict[str, int | None]:
             "cache_write": total("cache_write"), "output_tokens": total("output_tokens"),
             "max_input_total": None if c["input_total"].dropna().empty
             else int(c["input_total"].max())}
+
+
+def recorded_totals(t: Transcript) -> str | None:
+    """The usage a log records only for a whole run or session, not per call (SWE-agent's
+    ``model_stats``: `Transcript.meta` ``run_usage``; Copilot CLI's shutdown metrics:
+    ``session_usage``), as one line; None when it records none.
+
+    Example:
+        >>> import ctxlab
+        >>> t = ctxlab.load("datasets/coding_session.jsonl")
+        >>> recorded_totals(t) is None
+        True
+    """
+    m = t.meta
+    run = m.get("run_usage")
+    if isinstance(run, dict) and _count(run.get("tokens_sent")) is not None:
+        return (f"{_counted(run.get('tokens_sent'))} input, "
+                f"{_counted(run.get('tokens_received'))} output over "
+                f"{_counted(run.get('api_calls'))} API calls: the run's totals "
+                f"(meta['run_usage']; the log records no per-call usage)")
+    session = m.get("session_usage")
+    metrics = session.get("modelMetrics") if isinstance(session, dict) else None
+    if not isinstance(metrics, dict) or not metrics:
+        return None
+    def total(field: str, key: str) -> str:
+        """The sum over the models of ``modelMetrics[model][field][key]``, "-" unless
+        every model has it."""
+        got = [_count(v.get(field, {}).get(key)) if isinstance(v, dict) and
+               isinstance(v.get(field, {}), dict) else None for v in metrics.values()]
+        return "-" if None in got else _counted(sum(got))   # type: ignore[arg-type]
+    return (f"{total('usage', 'inputTokens')} input (cache read "
+            f"{total('usage', 'cacheReadTokens')}, cache write "
+            f"{total('usage', 'cacheWriteTokens')}), {total('usage', 'outputTokens')} "
+            f"output over {total('requests', 'count')} requests of "
+            f"{', '.join(map(str, metrics))}: the last session's totals "
+            f"(meta['session_usage']; the log records no per-call input)")
+
+
+def _count(v: object) -> int | None:
+    """A token count as an int; None when it is none (not a number, or a bool)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
+        return None
+    return int(v)
+
+
+def _counted(v: object) -> str:
+    n = _count(v)
+    return "-" if n is None else f"{n:,}"

@@ -13,7 +13,7 @@ from ctxlab import datasets
 from ctxlab.cli import main
 from ctxlab.loaders.parquet import save_parquet
 
-from conftest import DATASETS, REALDATA
+from conftest import DATASETS, REALDATA, realdata_path
 
 
 def test_load_dir_on_datasets_lists_every_file():
@@ -85,6 +85,24 @@ def test_cli_info_on_a_file(capsys: pytest.CaptureFixture[str]):
     assert f"calls:       {len(t.calls):,}" in out
     assert "recorded compactions: 1" in out
     assert "load report:" in out and "parts by role and kind" in out
+
+
+@pytest.mark.parametrize(("rel", "line"), [
+    ("swe_agent/pydicom__pydicom-1458.traj",
+     "recorded:    122,612 input, 1,369 output over 12 API calls: the run's totals"),
+    ("copilot_cli/vibecodingtracker/copilot.jsonl",
+     "recorded:    186,809 input (cache read 151,738, cache write 0), 2,848 output over 6 "
+     "requests of claude-sonnet-4.6: the last session's totals"),
+])
+def test_cli_info_shows_the_usage_a_log_records_per_run_only(
+        rel: str, line: str, capsys: pytest.CaptureFixture[str]):
+    """SWE-agent records ``model_stats`` (tokens_sent 122,612 over api_calls 12) and Copilot
+    CLI its shutdown metrics (inputTokens 186,809 over 6 requests), not per-call usage:
+    info printed ``input_total: sum -, max -`` and nothing else, as if no usage was
+    recorded at all."""
+    assert main(["info", str(realdata_path(rel))]) == 0
+    out = capsys.readouterr().out
+    assert "input_total: sum -, max -" in out and line in out
 
 
 def test_cli_info_on_a_folder(capsys: pytest.CaptureFixture[str]):
