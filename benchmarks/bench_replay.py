@@ -21,6 +21,8 @@ fresh load, with the estimator's counts and the summarizer's per-text facts forg
 ctxlab's time is the fastest of ``--repeat`` such replays (3; the machine is shared and
 noisy), LangChain's of one run (minutes at 20,000 messages).
 
+Times are CPU seconds of this process (`time.process_time`: both sides run in one thread,
+and on a shared machine wall time also counts the time other work held the core).
 Prints seconds for each, the ratio LangChain / ctxlab, and how each grows from 2k to 20k
 messages (linear growth = 10x), with how the sessions' text and ctxlab's compactions grow
 and the call of the first compaction (the share of the calls spent filling the window);
@@ -83,9 +85,9 @@ def time_ctxlab(t: ctxlab.Transcript, target: float,
     p = pipeline(target)   # the first one imports the stage and summarizer registries,
     ctxlab.estimator(p.estimator)   # and this the estimators' (plugins found once): untimed
     cold_caches(p)
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     r = ctxlab.replay(t, p, window=window, overhead_tokens=0)
-    return time.perf_counter() - t0, r
+    return time.process_time() - t0, r
 
 
 def cold_caches(p: Pipeline) -> None:
@@ -102,11 +104,11 @@ def cold_caches(p: Pipeline) -> None:
 def time_langchain(msgs: list, window: int = WINDOW) -> float:
     from langchain_core.messages import trim_messages
 
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     for i in range(len(msgs)):
         trim_messages(msgs[:i + 1], max_tokens=int(0.8 * window), strategy="last",
                       token_counter="approximate")
-    return time.perf_counter() - t0
+    return time.process_time() - t0
 
 
 def warm_up_share(r: ctxlab.Replay) -> tuple[int, float]:
