@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -357,15 +358,8 @@ def overhead_notes(replayed: Any) -> list[str]:
     """
     from ctxlab.tokens.accuracy import floored_overheads
 
-    log = replayed.settings.log
     notes = []
-    for spec, (est, sessions) in _estimators_of(replayed).items():
-        gaps = {s: v for s, v in floored_overheads(log, est).items() if s in sessions}
-        if not gaps:
-            continue
-        s, (reported, estimated) = next(iter(gaps.items()))
-        more = f" (and {len(gaps) - 1} more session{'s' if len(gaps) > 2 else ''})" \
-            if len(gaps) > 1 else ""
+    for spec, s, (reported, estimated), more in _first_sessions(replayed, floored_overheads):
         notes.append(
             f"{spec} counts more than the provider on this log's long requests, so the "
             f"unrecorded overhead fitted for it is 0: session {s}{more} reported "
@@ -393,15 +387,9 @@ def inflated_overhead_notes(replayed: Any) -> list[str]:
     """
     from ctxlab.tokens.accuracy import inflated_overheads
 
-    log = replayed.settings.log
     notes = []
-    for spec, (est, sessions) in _estimators_of(replayed).items():
-        over = {s: v for s, v in inflated_overheads(log, est).items() if s in sessions}
-        if not over:
-            continue
-        s, (reported, content, overhead) = next(iter(over.items()))
-        more = f" (and {len(over) - 1} more session{'s' if len(over) > 2 else ''})" \
-            if len(over) > 1 else ""
+    for spec, s, (reported, content, overhead), more in _first_sessions(replayed,
+                                                                          inflated_overheads):
         notes.append(
             f"{spec} counts fewer tokens than the provider on this log's long requests, so "
             f"the unrecorded overhead fitted for it ({overhead:,} tokens, in every replayed "
@@ -411,6 +399,21 @@ def inflated_overhead_notes(replayed: Any) -> list[str]:
             f"({content + overhead - reported:,} over); a calibration (ctxlab estimators "
             f"--calibrate) fits this log better")
     return notes
+
+
+def _first_sessions(replayed: Any, find: Callable[[Any, Estimator], Mapping[str, Any]]
+                    ) -> Iterator[tuple[str, str, Any, str]]:
+    """Per estimator a replay counted with: the first of its sessions that ``find(log,
+    estimator)`` names (a mapping session -> value, e.g. `floored_overheads`) as ``(spec,
+    session, value, words for the others)``; nothing for an estimator it names none of."""
+    log = replayed.settings.log
+    for spec, (est, sessions) in _estimators_of(replayed).items():
+        got = {s: v for s, v in find(log, est).items() if s in sessions}
+        if got:
+            s, value = next(iter(got.items()))
+            more = f" (and {len(got) - 1} more session{'s' if len(got) > 2 else ''})" \
+                if len(got) > 1 else ""
+            yield spec, s, value, more
 
 
 def _estimators_of(replayed: Any) -> dict[str, tuple[Estimator, list[str]]]:
