@@ -191,6 +191,7 @@ def test_an_output_the_file_system_refuses_is_found_before_the_work(
     (["convert", LOG, "-o", "{tmp}/x.json"], "a log is saved as a Parquet file (.parquet)"),
     (["convert", "{tmp}/empty", "-o", "{tmp}/c/"], "an empty folder, no logs to convert"),
     (["info", "{tmp}/zero.jsonl"], "an empty file"),
+    (["info", "{tmp}/blank.jsonl"], "a file of blank lines only"),
     (["sweep", "{tmp}/empty", "-o", "{tmp}/s.csv"], "empty: no logs to sweep"),
 ])
 def test_bad_input_is_refused_before_any_work(argv: list[str], words: str, tmp_path: Path,
@@ -199,6 +200,7 @@ def test_bad_input_is_refused_before_any_work(argv: list[str], words: str, tmp_p
     (tmp_path / "dir.csv").mkdir()
     (tmp_path / "file").write_text("")
     (tmp_path / "zero.jsonl").write_bytes(b"")
+    (tmp_path / "blank.jsonl").write_bytes(b"\n  \r\n\t\n")
     assert main([a.replace("{tmp}", str(tmp_path)) for a in argv]) == 2
     assert words in _one_error_line(capsys)
 

@@ -46,7 +46,8 @@ def test_claude_code_line_keeps_its_parts_and_reports_its_time(tmp_path: Path, b
     assert good.frame.loc[mine.to_numpy(), "ts"].notna().all()
     rows = _timestamp_rows(t)
     # one entry per record: the line's parts and its call share it
-    assert rows["line"].tolist() == [k + 1] and rows["where"].tolist() == [f"line {k + 1} timestamp"]
+    assert rows["line"].tolist() == [k + 1]
+    assert rows["where"].tolist() == [f"line {k + 1} timestamp"]
     assert repr(str(bad))[:20] in rows["reason"].iloc[0]
     with pytest.raises(LoadError) as e:
         ctxlab.load(p, strict=True)

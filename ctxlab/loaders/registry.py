@@ -89,6 +89,9 @@ def detect(path: str | Path) -> Loader:
     if path.is_file() and path.stat().st_size == 0:
         raise LoadError("an empty file: there is no transcript in it", path=str(path))
     head = read_head(path)
+    if not head.strip() and path.stat().st_size <= HEAD_BYTES:     # the head is all of it
+        raise LoadError("a file of blank lines only: there is no transcript in it",
+                        path=str(path))
     matches = [ld for ld in REGISTRY if _sniffs(ld, path, head)]
     if not matches:
         raise LoadError(f"not a known transcript format; tried: {', '.join(names())}. "
