@@ -244,15 +244,10 @@ class SessionBuilder:
         """Put the refused counts in the load report, each at its call's record (the
         call's source, else its first output part's)."""
         pending, self._refused_counts = self._refused_counts, []
+        sources = _first_sources(self._parts) if pending else {}
         for idx, bad in pending:
-            self._report_refused(bad, self.call_source(idx), "usage", f"call {idx}",
-                                 "the call is kept")
-
-    def call_source(self, idx: int) -> str:
-        """Where call ``idx`` was read: its source, else its first output part's."""
-        return self._calls["source"][idx] or next(
-            (src for c, src in zip(self._parts["call"], self._parts["source"])
-             if c == idx and src), "")
+            self._report_refused(bad, self._calls["source"][idx] or sources.get(idx, ""),
+                                 "usage", f"call {idx}", "the call is kept")
 
     def _report_refused(self, bad: list[Any], loc: str, record: str, fallback: str,
                         kept: str) -> None:
@@ -359,14 +354,21 @@ def _report_times(builders: list[SessionBuilder], attr: str, given: list[Any],
     ends = np.cumsum([len(getattr(b, attr)["ts"]) for b in builders])
     seen: set[tuple[int, str, str]] = set()
     what = "part" if attr == "_parts" else "call"
+    parts_of: dict[int, tuple[set[tuple[Any, Any]], dict[Any, str]]] = {}
     for i in bad.tolist():
         k = int(np.searchsorted(ends, i, side="right"))
         b = builders[k]
         j = i - (int(ends[k - 1]) if k else 0)
-        if what == "call" and any(c == j and ts == given[i] for c, ts in
-                                  zip(b._parts["call"], b._parts["ts"])):
-            continue        # read from the record of one of its parts: reported there
-        loc = (b._parts["source"][j] or "") if what == "part" else b.call_source(j)
+        if what == "part":
+            loc = b._parts["source"][j] or ""
+        else:       # (each builder's parts read once, however many of its calls are bad)
+            if k not in parts_of:
+                p = b._parts
+                parts_of[k] = (set(zip(p["call"], p["ts"])), _first_sources(p))
+            times, sources = parts_of[k]
+            if (j, given[i]) in times:
+                continue        # read from the record of one of its parts: reported there
+            loc = b._calls["source"][j] or sources.get(j, "")
         key = (k, loc, str(given[i]))
         if key in seen:
             continue
@@ -375,6 +377,16 @@ def _report_times(builders: list[SessionBuilder], attr: str, given: list[Any],
         b.log.skipped("timestamp", f"timestamp {str(given[i])[:60]!r} is not an ISO-8601 time "
                       f"from the years 1678 to 2262 (nor epoch seconds or milliseconds): left "
                       f"empty (the {what} is kept)", line=line, where=f"{at} timestamp")
+
+
+def _first_sources(parts: Mapping[str, list[Any]]) -> dict[Any, str]:
+    """Per call, the source of its first output part that has one (of a builder's part
+    columns)."""
+    out: dict[Any, str] = {}
+    for c, src in zip(parts["call"], parts["source"]):
+        if c is not None and src and c not in out:
+            out[c] = src
+    return out
 
 
 def _located(loc: str, fallback: str) -> tuple[int | None, str]:
