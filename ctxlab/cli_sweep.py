@@ -31,8 +31,8 @@ configuration and session, the metrics of ctxlab.sweep, the same from either eng
 -o corpus/) is read one session at a time by the workers.
 """
 SHOWN = ("preset", "threshold", "target", "window", "estimator", "sessions", "compactions",
-         "tokens_sent", "cost", "overflows", "forced_final", "recall", "retention",
-         "recall_per_mtok")
+         "calls_compacted", "tokens_sent", "cost", "overflows", "forced_final", "recall",
+         "retention", "recall_per_mtok")
 
 
 def _constraints(specs: list[str] | None) -> dict[str, float]:

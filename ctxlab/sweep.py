@@ -15,8 +15,10 @@ worker reads only the sessions it replays, and takes the facts stored with each 
 (`ctxlab.facts`: its artifacts and tokenizer counts, not computed again while valid).
 `ctxlab.recommend.recommend` picks the best configurations from the result.
 
-Per row (`METRIC_COLUMNS`): ``calls``; ``compactions`` (calls whose trigger fired);
-``events``; ``failures`` (summarizer attempts that failed); ``summarizer_calls``,
+Per row (`METRIC_COLUMNS`): ``calls``; ``compactions`` (calls whose trigger fired, whether
+or not a stage could change the request); ``calls_compacted`` (calls whose request a stage
+changed: always-on stages need no trigger, and a trigger that found nothing to do changes
+nothing, as `Replay.summary` counts them); ``events``; ``failures`` (summarizer attempts that failed); ``summarizer_calls``,
 ``summarizer_input_tokens``, ``summarizer_output_tokens``; ``tokens_sent`` (sum of the
 request sizes after compaction, the input cost, counted by one estimator for every
 configuration: `MEASURE` or ``measure=``, `ctxlab.measure`); ``cost`` (USD, `PRICES`, of
@@ -59,8 +61,8 @@ from ctxlab.sweep_records import (NO_LEFT_OUT, NOT_REPLAYED, LeftOut,  # noqa: F
                                   replayed_sessions, skipped_records)
 from ctxlab.sweep_prefix import replays, shared_groups
 
-METRIC_COLUMNS = ("calls", "compactions", "events", "failures", "summarizer_calls",
-                  "summarizer_input_tokens", "summarizer_output_tokens", "tokens_sent", "cost",
+METRIC_COLUMNS = ("calls", "compactions", "calls_compacted", "events", "failures",
+                  "summarizer_calls", "summarizer_input_tokens", "summarizer_output_tokens", "tokens_sent", "cost",
                   "peak_usage", "overflows", "forced_final", "needed", "missing", "recall",
                   "hidden_artifacts", "retained", "retention", "seconds")
 FILES_KEPT = 2
@@ -198,6 +200,7 @@ def _row(config: Config, src: Source, session: str, stage_cols: Sequence[str],
     return {**config.columns(stage_cols), "file": src.path, "session": session,
             "measure": metering.measure,
             "calls": n, "compactions": int(c["triggered"].sum()) if n else 0,
+            "calls_compacted": int(c["compacted"].sum()) if n else 0,
             "events": int(ev["event"].notna().sum()) if len(ev) else 0,
             "failures": int(ev["failure"].notna().sum()) if "failure" in ev else 0,
             "summarizer_calls": ev_sum("summarizer_calls"),

@@ -17,6 +17,7 @@ from ctxlab.cli_sweep import add_sweep_command
 from ctxlab.errors import ConfigError
 from ctxlab.recommend import aggregate, pareto_front, recommend
 from ctxlab.measure import request_tokens
+from ctxlab.presets import preset
 from ctxlab.sweep import MEASURE, METRIC_COLUMNS, PRICES, equal_results, price_for, sweep
 from ctxlab.sweep_grid import expand, parse_grid, parse_spec
 
@@ -287,6 +288,26 @@ def test_one_worker_reads_each_file_once_and_counts_every_replay(tmp_path, monke
     assert equal_results(df, pooled)
 
 
+def test_calls_compacted_apart_from_trigger_firings():
+    """``compactions`` counts the calls at which the trigger fired; ``calls_compacted`` the
+    calls whose request a stage changed. They part both ways on the bundled session: an
+    always-on stage (observation masking) edits requests its trigger never fires at, and
+    ai-agent's trigger fires at a call over its limit where only a final turn is forced."""
+    t = ctxlab.load(DATASETS / "coding_session.jsonl")
+    df = sweep(t, {"preset": ["observation-masking", "ai-agent"], "threshold": [0.5]},
+               workers=1)
+    for _, row in df.iterrows():
+        s = ctxlab.replay(t, preset(row["preset"], threshold=0.5)).summary()
+        assert (row["compactions"], row["calls_compacted"]) == (s["compactions"],
+                                                                  s["calls_compacted"])
+    masking, ai_agent = df.iloc[0], df.iloc[1]
+    assert masking["compactions"] == 0 < masking["calls_compacted"] == masking["events"]
+    assert ai_agent["compactions"] > ai_agent["calls_compacted"] > 0
+    # and the totals of a configuration keep both
+    agg = aggregate(df).set_index("preset")
+    assert agg.loc["observation-masking", "calls_compacted"] == masking["calls_compacted"]
+
+
 def test_row_metrics_match_the_replay_itself(serial):
     t = ctxlab.load(DATASETS / "coding_session_b.jsonl")
     p = expand(GRID)[0][2].pipeline()  # neurolink at 0.8, protect 10k
@@ -294,8 +315,8 @@ def test_row_metrics_match_the_replay_itself(serial):
     s = r.summary()
     row = serial[serial["config"] == 2].iloc[0]
     assert row["session"] == t.sessions[0]
-    assert (row["calls"], row["compactions"], row["overflows"]) == (
-        s["calls"], s["compactions"], s["over_window"])
+    assert (row["calls"], row["compactions"], row["calls_compacted"], row["overflows"]) == (
+        s["calls"], s["compactions"], s["calls_compacted"], s["over_window"])
     # what it sent, counted by the sweep's measure (with neurolink's own: the replay's)
     assert row["tokens_sent"] == int(request_tokens(r, MEASURE).sum()) != s["tokens_sent"]
     assert int(request_tokens(r, r.settings.pipeline.estimator.replace(

@@ -19,7 +19,7 @@ from ctxlab.viz.widgets_base import widget_frontend
 
 from conftest import DATASETS
 
-METRICS = ["calls", "compactions", "events", "failures", "summarizer_calls",
+METRICS = ["calls", "compactions", "calls_compacted", "events", "failures", "summarizer_calls",
            "summarizer_input_tokens", "summarizer_output_tokens", "tokens_sent", "cost",
            "peak_usage", "overflows", "forced_final", "needed", "missing", "recall",
            "hidden_artifacts", "retained", "retention", "seconds"]
@@ -43,7 +43,8 @@ def _frame(configs=CONFIGS) -> pd.DataFrame:
             rows.append({"config": i, "preset": preset, "threshold": threshold,
                          "target": threshold, "window": None, "estimator": f"{preset}:est",
                          "note": None, "file": "logs/a.jsonl", "session": f"s{k}",
-                         "calls": 40, "compactions": 2, "events": 2, "failures": 0,
+                         "calls": 40, "compactions": 2, "calls_compacted": 2,
+                         "events": 2, "failures": 0,
                          "summarizer_calls": 0, "summarizer_input_tokens": 0,
                          "summarizer_output_tokens": 0, "tokens_sent": int(cost * 1e6),
                          "cost": cost, "peak_usage": 0.7 + over, "overflows": over,
