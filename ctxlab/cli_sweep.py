@@ -65,9 +65,11 @@ def _table(df: pd.DataFrame) -> str:
     return show.to_string(index=False, na_rep="-")
 
 
-def sweep_text(results: pd.DataFrame, constraints: dict[str, float]) -> str:
+def sweep_text(results: pd.DataFrame, constraints: dict[str, float],
+               quality: str = "recall") -> str:
     """What ``ctxlab sweep`` prints: totals per configuration, then the recommendation
-    (configurations alike in every number as one row: `alike`)."""
+    (configurations alike in every number as one row: `alike`) on the cost/``quality``
+    front."""
     from ctxlab.recommend import aggregate, recommend
 
     agg = aggregate(results)
@@ -78,9 +80,11 @@ def sweep_text(results: pd.DataFrame, constraints: dict[str, float]) -> str:
              _table(agg)]
     if constraints:
         lines += ["", "recommended (" + ", ".join(f"{k}={v:g}" for k, v in constraints.items())
-                  + "; cost/recall Pareto front, best recall per million tokens first):"]
+                  + f"; cost/{quality} Pareto front, best {quality} per million tokens "
+                    f"first):"]
         try:
-            lines.append(_table(alike(recommend(results, **constraints), agg)))
+            lines.append(_table(alike(recommend(results, quality=quality, **constraints),
+                                      agg)))
         except ConfigError as e:
             lines.append(f"  {e}")
     return "\n".join(lines)
@@ -245,7 +249,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     configs = counted(df["config"].nunique(), "configuration")
     sessions = counted(len(df[["file", "session"]].drop_duplicates()), "session")
     print(f"wrote {out}: {counted(len(df), 'row')} ({configs} x {sessions})")
-    print(sweep_text(df, constraints))
+    print(sweep_text(df, constraints, args.front))
     notes = note_lines(df)
     if notes:
         sys.stdout.flush()          # below the table on a terminal
@@ -279,6 +283,9 @@ def add_sweep_command(sub: Any) -> argparse.ArgumentParser:
     sp.add_argument("--require", action="append", metavar="NAME=VALUE",
                     help="a constraint for the recommendation, repeatable: max_overflows=0, "
                          "min_recall=0.98, max_cost=..., min_retention=...")
+    sp.add_argument("--front", choices=("recall", "retention"), default="recall",
+                    help="what the recommendation's Pareto front weighs against cost: "
+                         "recall of needed facts (default) or retention of artifacts")
     sp.add_argument("--progress", action="store_true",
                     help="show the progress bar even when stderr is not a terminal")
     sp.add_argument("-o", "--output", required=True,

@@ -7,7 +7,10 @@ is pooled (1 − missing / needed over every call of every session), ``retention
 that recall per million tokens sent (higher: more of what was needed kept for less
 input). `recommend` keeps the configurations that meet the constraints and, of those,
 the ones on the cost/recall Pareto front (no other is both cheaper or as cheap and
-better or as good at recall, and strictly one of them), best ``recall_per_mtok`` first.
+better or as good at recall, and strictly one of them), best ``recall_per_mtok`` first;
+``quality="retention"`` takes the cost/retention front instead (artifacts kept through
+the compactions, what a compaction loses whether or not a later call needs it), best
+retention per million tokens first.
 `config_index`, `meets` and `ranked` expose the same steps for callers that work on one
 aggregate (the notebook tuner, `ctxlab.viz.plot_sweep`). Results of several sweeps may be
 concatenated: a configuration and session they share counts once.
@@ -37,6 +40,8 @@ CONSTRAINTS: dict[str, tuple[str, str]] = {
     "max_tokens_sent": ("tokens_sent", "max"), "max_peak_usage": ("peak_usage", "max"),
     "min_recall": ("recall", "min"), "min_retention": ("retention", "min")}
 RATIOS = ("min_recall", "min_retention")
+QUALITIES = ("recall", "retention")
+"""What `recommend`'s Pareto front weighs against cost (``quality=``)."""
 """Constraints on a share (0 to 1, as ``recall`` and ``retention`` are; tables show them as
 percentages). ``max_peak_usage`` is a ratio too, but to the limit, which a request may
 pass (up to the window and beyond): it is not bounded by 1."""
@@ -215,29 +220,33 @@ def meets(agg: pd.DataFrame, **constraints: float) -> pd.Series:
     return _violation(agg, check_constraints(constraints)) == 0
 
 
-def recommend(results: pd.DataFrame, **constraints: float) -> pd.DataFrame:
-    """The configurations that meet the constraints and are on the cost/recall front.
+def recommend(results: pd.DataFrame, *, quality: str = "recall",
+              **constraints: float) -> pd.DataFrame:
+    """The configurations that meet the constraints and are on the cost/quality front.
 
     Args:
         results: a `ctxlab.sweep.sweep` result (or several, concatenated).
+        quality: what the front weighs against cost (`QUALITIES`): ``"recall"`` (needed
+            facts still in the request where a later call needs them; the default) or
+            ``"retention"`` (artifacts the compactions kept, needed later or not).
         **constraints: any of ``max_overflows``, ``max_forced_final``, ``max_failures``,
             ``max_cost``, ``max_tokens_sent``, ``max_peak_usage``, ``min_recall``,
             ``min_retention`` (totals over the sessions, `aggregate`; ``min_recall`` and
             ``min_retention`` as ratios, 0 to 1).
 
     Returns:
-        `aggregate` rows of the Pareto-optimal configurations, best ``recall_per_mtok``
-        first (ties: cheaper first).
+        `aggregate` rows of the Pareto-optimal configurations, best quality per million
+        tokens sent first (``recall_per_mtok``; ties: cheaper first).
 
     Raises:
-        ConfigError: an unknown constraint, a ratio outside 0 to 1, or no configuration
-            meets them (the message lists the closest ones and their values).
+        ConfigError: an unknown constraint or quality, a ratio outside 0 to 1, or no
+            configuration meets them (the message lists the closest ones and their values).
     """
     check_constraints(constraints)
-    return ranked(aggregate(results), **constraints).reset_index(drop=True)
+    return ranked(aggregate(results), quality=quality, **constraints).reset_index(drop=True)
 
 
-def ranked(agg: pd.DataFrame, **constraints: float) -> pd.DataFrame:
+def ranked(agg: pd.DataFrame, *, quality: str = "recall", **constraints: float) -> pd.DataFrame:
     """`recommend` of an `aggregate` result (or some of its rows): the same rows in the
     same order, keeping ``agg``'s index (which configurations they are).
 
@@ -245,15 +254,27 @@ def ranked(agg: pd.DataFrame, **constraints: float) -> pd.DataFrame:
         ConfigError: as `recommend`.
     """
     limits = check_constraints(constraints)
+    if quality not in QUALITIES:
+        raise ConfigError(f"quality must be one of {', '.join(QUALITIES)}, not {quality!r}")
     if agg.empty:
         raise ConfigError("the sweep result has no rows")
+    if quality not in agg:
+        raise ConfigError(f"the sweep result has no {quality!r} column (an aggregate of a "
+                          f"ctxlab.sweep result has one)")
     gap = _violation(agg, limits)
     ok = agg[gap == 0]
     if ok.empty:
         keys = list(agg.columns[:agg.columns.get_loc("sessions")])
         raise ConfigError(_none_message(agg, gap, constraints, keys))
-    front = ok[pareto_front(ok["cost"].to_numpy(), ok["recall"].fillna(1.0).to_numpy())]
-    order = np.lexsort((front["cost"].to_numpy(), -front["recall_per_mtok"].to_numpy()))
+    # NaN: nothing was needed (recall) or hidden (retention), so nothing was lost
+    good = ok[quality].fillna(1.0).to_numpy(dtype=np.float64)
+    front = ok[pareto_front(ok["cost"].to_numpy(), good)]
+    if quality == "recall":
+        per_mtok = front["recall_per_mtok"].to_numpy(dtype=np.float64)
+    else:
+        sent = front["tokens_sent"].where(front["tokens_sent"] > 0).to_numpy(dtype=np.float64)
+        per_mtok = front[quality].fillna(1.0).to_numpy(dtype=np.float64) / (sent / 1e6)
+    order = np.lexsort((front["cost"].to_numpy(), -np.nan_to_num(per_mtok, nan=-np.inf)))
     return front.iloc[order]
 
 
@@ -271,5 +292,5 @@ def _none_message(agg: pd.DataFrame, gap: pd.Series, constraints: dict[str, Any]
     return "\n".join(lines)
 
 
-__all__ = ["CONSTRAINTS", "RATIOS", "aggregate", "check_constraints", "config_columns",
+__all__ = ["CONSTRAINTS", "QUALITIES", "RATIOS", "aggregate", "check_constraints", "config_columns",
            "config_index", "meets", "pareto_front", "ranked", "recommend"]

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 import ctxlab
-from ctxlab.cli_sweep import add_sweep_command
+from ctxlab.cli_sweep import add_sweep_command, sweep_text
 from ctxlab.errors import ConfigError
-from ctxlab.recommend import aggregate, pareto_front, recommend
+from ctxlab.recommend import aggregate, pareto_front, ranked, recommend
 from ctxlab.measure import request_tokens
 from ctxlab.presets import preset
 from ctxlab.sweep import MEASURE, METRIC_COLUMNS, PRICES, equal_results, price_for, sweep
@@ -432,6 +432,27 @@ def test_recommend_keeps_the_pareto_front_that_meets_the_constraints():
     assert rec["preset"].tolist() == ["a", "b"]
     assert recommend(FAKE)["preset"].tolist() == ["c"]  # c dominates a once overflow is allowed
     assert recommend(FAKE, max_overflows=0, min_recall=0.95)["preset"].tolist() == ["b"]
+
+
+def test_recommend_on_the_retention_front():
+    """``quality="retention"`` weighs artifacts kept through the compactions against cost:
+    d keeps every artifact for b's cost, so it replaces b on the front; the order is
+    retention per million tokens (a: 0.5 / 2M before d: 1.0 / 6M)."""
+    kept = {"a": 5, "b": 6, "c": 9, "d": 10}        # of 10 hidden per session
+    df = FAKE.assign(hidden_artifacts=10, retained=FAKE["preset"].map(kept))
+    assert recommend(df, max_overflows=0)["preset"].tolist() == ["a", "b"]
+    rec = recommend(df, quality="retention", max_overflows=0)
+    assert rec["preset"].tolist() == ["a", "d"]
+    assert rec["retention"].tolist() == [0.5, 1.0]
+    # nothing hidden anywhere: NaN retention counts as nothing lost, the cheapest wins
+    none = FAKE.assign(hidden_artifacts=0, retained=0)
+    assert recommend(none, quality="retention", max_overflows=0)["preset"].tolist() == ["a"]
+    with pytest.raises(ConfigError, match="quality must be one of recall, retention, not 'cost'"):
+        recommend(df, quality="cost")
+    with pytest.raises(ConfigError, match="no 'retention' column"):
+        ranked(aggregate(FAKE), quality="retention")
+    text = sweep_text(df, {"max_overflows": 0}, "retention")
+    assert "cost/retention Pareto front, best retention per million tokens first" in text
 
 
 def test_recommend_errors_list_the_closest_configurations():
