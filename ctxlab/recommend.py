@@ -31,7 +31,8 @@ import pandas as pd
 from ctxlab.errors import ConfigError
 
 SUMMED = ("calls", "compactions", "calls_compacted", "events", "failures",
-          "summarizer_calls", "summarizer_input_tokens", "summarizer_output_tokens", "tokens_sent", "cost",
+          "summarizer_calls", "summarizer_input_tokens", "summarizer_output_tokens",
+          "tokens_sent", "cost",
           "overflows", "forced_final", "needed", "missing", "hidden_artifacts", "retained",
           "seconds")
 CONSTRAINTS: dict[str, tuple[str, str]] = {

@@ -18,9 +18,9 @@ worker reads only the sessions it replays, and takes the facts stored with each 
 Per row (`METRIC_COLUMNS`): ``calls``; ``compactions`` (calls whose trigger fired, whether
 or not a stage could change the request); ``calls_compacted`` (calls whose request a stage
 changed: always-on stages need no trigger, and a trigger that found nothing to do changes
-nothing, as `Replay.summary` counts them); ``events``; ``failures`` (summarizer attempts that failed); ``summarizer_calls``,
-``summarizer_input_tokens``, ``summarizer_output_tokens``; ``tokens_sent`` (sum of the
-request sizes after compaction, the input cost, counted by one estimator for every
+nothing, as `Replay.summary` counts them); ``events``; ``failures`` (summarizer attempts
+that failed); ``summarizer_calls``, ``summarizer_input_tokens``,
+``summarizer_output_tokens``; ``tokens_sent`` (sum of the request sizes after compaction, the input cost, counted by one estimator for every
 configuration: `MEASURE` or ``measure=``, `ctxlab.measure`); ``cost`` (USD, `PRICES`, of
 those tokens and the summarizers'); ``measure`` (that estimator's spec);
 ``peak_usage`` (largest request / limit); ``overflows`` (requests over the window);
@@ -62,7 +62,8 @@ from ctxlab.sweep_records import (NO_LEFT_OUT, NOT_REPLAYED, LeftOut,  # noqa: F
 from ctxlab.sweep_prefix import replays, shared_groups
 
 METRIC_COLUMNS = ("calls", "compactions", "calls_compacted", "events", "failures",
-                  "summarizer_calls", "summarizer_input_tokens", "summarizer_output_tokens", "tokens_sent", "cost",
+                  "summarizer_calls", "summarizer_input_tokens", "summarizer_output_tokens",
+                  "tokens_sent", "cost",
                   "peak_usage", "overflows", "forced_final", "needed", "missing", "recall",
                   "hidden_artifacts", "retained", "retention", "seconds")
 FILES_KEPT = 2
