@@ -20,8 +20,8 @@ or not a stage could change the request); ``calls_compacted`` (calls whose reque
 changed: always-on stages need no trigger, and a trigger that found nothing to do changes
 nothing, as `Replay.summary` counts them); ``events``; ``failures`` (summarizer attempts
 that failed); ``summarizer_calls``, ``summarizer_input_tokens``,
-``summarizer_output_tokens``; ``tokens_sent`` (sum of the request sizes after compaction, the input cost, counted by one estimator for every
-configuration: `MEASURE` or ``measure=``, `ctxlab.measure`); ``cost`` (USD, `PRICES`, of
+``summarizer_output_tokens``; ``tokens_sent`` (sum of the request sizes after compaction,
+the input cost, counted by one estimator for every configuration: `MEASURE` or ``measure=``, `ctxlab.measure`); ``cost`` (USD, `PRICES`, of
 those tokens and the summarizers'); ``measure`` (that estimator's spec);
 ``peak_usage`` (largest request / limit); ``overflows`` (requests over the window);
 ``forced_final``; ``needed``, ``missing``, ``recall`` (pooled over the session's calls:
