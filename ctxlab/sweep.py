@@ -21,14 +21,14 @@ changed: always-on stages need no trigger, and a trigger that found nothing to d
 nothing, as `Replay.summary` counts them); ``events``; ``failures`` (summarizer attempts
 that failed); ``summarizer_calls``, ``summarizer_input_tokens``,
 ``summarizer_output_tokens``; ``tokens_sent`` (sum of the request sizes after compaction,
-the input cost, counted by one estimator for every configuration: `MEASURE` or ``measure=``, `ctxlab.measure`); ``cost`` (USD, `PRICES`, of
-those tokens and the summarizers'); ``measure`` (that estimator's spec);
-``peak_usage`` (largest request / limit); ``overflows`` (requests over the window);
-``forced_final``; ``needed``, ``missing``, ``recall`` (pooled over the session's calls:
-1 − missing / needed, NaN when nothing was needed); ``hidden_artifacts``,
-``retained``, ``retention`` (all artifact kinds pooled over the compaction events:
-retained / hidden, NaN when no event hid any); ``seconds`` (wall time of the replay
-and its metrics; for a configuration resumed from another's shared beginning,
+the input cost, counted by one estimator for every configuration: `MEASURE` or ``measure=``,
+`ctxlab.measure`); ``cost`` (USD, `PRICES`, of those tokens and the summarizers');
+``measure`` (that estimator's spec); ``peak_usage`` (largest request / limit); ``overflows``
+(requests over the window); ``forced_final``; ``needed``, ``missing``, ``recall`` (pooled
+over the session's calls: 1 − missing / needed, NaN when nothing was needed);
+``hidden_artifacts``, ``retained``, ``retention`` (all artifact kinds pooled over the
+compaction events: retained / hidden, NaN when no event hid any); ``seconds`` (wall time of
+the replay and its metrics; for a configuration resumed from another's shared beginning,
 `ctxlab.sweep_prefix`, of its own part: it varies from run to run, leave it out when
 comparing results).
 """
