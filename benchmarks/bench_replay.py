@@ -29,7 +29,11 @@ and the call of the first compaction (the share of the calls spent filling the w
 ctxlab's time is split into the stages' applications
 (``Replay.events["ms"]``: plan, edit and its bookkeeping, which grow with the number of
 compactions and the size of the requests they compact) and the walk and the rest (which
-grow with the calls and parts). Needs ``pip install langchain-core`` for the peer;
+grow with the calls and parts). ctxlab also replays each session in a window no request
+nears, where nothing is compacted: the rest of its time goes with the compactions, and the
+last line says how long each compaction of the longer session could take for ctxlab's growth
+to stay within 12x per 10x the messages (issue 5's bound), the shorter session's time as it
+is. Needs ``pip install langchain-core`` for the peer;
 ``--no-peer`` times ctxlab alone (LangChain takes minutes at 20,000 messages), and
 ``--windows`` replays in other windows too (LangChain's ``max_tokens`` follows).
 
@@ -49,6 +53,10 @@ from ctxlab import datasets
 from ctxlab.pipeline import Pipeline, stages_from
 
 WINDOW = 200_000
+UNREACHED = 10**12
+"""A window no request nears: the walk with nothing to compact."""
+GROWTH_BOUND = 1.2
+"""Issue 5's bound on ctxlab's growth, per growth of the messages (12x from 2,000 to 20,000)."""
 
 
 def pipeline(target: float = 0.5) -> Pipeline:
@@ -132,13 +140,16 @@ def run_window(window: int, sizes: list[int], target: float, peer: bool,
         path = session_file(n, folder)
         ours, r = min((time_ctxlab(ctxlab.load(path), target, window=window)
                        for _ in range(repeat)), key=lambda got: got[0])
+        # the same walk with nothing to compact: what the calls and parts cost alone
+        idle = min(time_ctxlab(ctxlab.load(path), target, window=UNREACHED)[0]
+                   for _ in range(repeat))
         t = r.base
         theirs = time_langchain(langchain_messages(t), window) if peer else float("nan")
         stages = float(r.events["ms"].sum()) / 1000 if len(r.events) else 0.0
         comps = int(r.calls["triggered"].sum())
         first, share = warm_up_share(r)
         text = int(t.frame["content"].str.len().sum())
-        rows.append((n, ours, theirs, comps, stages, text))
+        rows.append((n, ours, theirs, comps, stages, text, idle))
         vs = (f", langchain trim_messages {theirs:7.2f} s, ratio {theirs / ours:5.1f}x"
               if peer else "")
         print(f"  {n:>6} messages, {len(t.calls):>5} calls: ctxlab replay {ours:7.2f} s "
@@ -146,8 +157,11 @@ def run_window(window: int, sizes: list[int], target: float, peer: bool,
               f"{share:.0%} of the calls before it){vs}")
         print(f"          ctxlab: {stages:.3f} s in the stages' applications (plan, edit, "
               f"bookkeeping), {ours - stages:.3f} s in the walk and the rest")
+        print(f"          ctxlab in a window no request nears (nothing compacted) {idle:.3f} s: "
+              f"{ours - idle:.3f} s go with the compactions, "
+              f"{1000 * (ours - idle) / max(comps, 1):.1f} ms each")
     if len(rows) >= 2:
-        (n0, a0, b0, c0, s0, x0), (n1, a1, b1, c1, s1, x1) = rows[0], rows[-1]
+        (n0, a0, b0, c0, s0, x0, i0), (n1, a1, b1, c1, s1, x1, i1) = rows[0], rows[-1]
         theirs = f", langchain {b1 / b0:.1f}x" if peer else ""
         print(f"  growth {n0:,} -> {n1:,} messages ({n1 / n0:.0f}x): ctxlab {a1 / a0:.1f}x"
               f"{theirs}; text {x1 / x0:.1f}x, compactions {c1 / max(c0, 1):.1f}x, ctxlab "
@@ -158,6 +172,15 @@ def run_window(window: int, sizes: list[int], target: float, peer: bool,
         # cost against the sessions' content: equal figures mean cost linear in the text
         print(f"      ctxlab seconds per MB of session text {a0 / x0 * 1e6:.4f} -> "
               f"{a1 / x1 * 1e6:.4f}")
+        # the walk alone against what goes with the compactions, and what the growth issue 5
+        # allows (12x for 10x the messages) leaves a compaction of the longer session, the
+        # shorter one's time unchanged
+        bound = GROWTH_BOUND * n1 / n0
+        room = (bound * a0 - i1) / max(c1, 1)
+        print(f"      without compactions ctxlab grew {i1 / max(i0, 1e-9):.1f}x; what goes "
+              f"with the compactions grew {(a1 - i1) / max(a0 - i0, 1e-9):.1f}x; a growth of "
+              f"{bound:g}x would leave each of the {c1} compactions "
+              f"{1000 * room:.2f} ms (they take {1000 * (a1 - i1) / max(c1, 1):.2f})")
     return rows
 
 
