@@ -31,8 +31,8 @@ if TYPE_CHECKING:
 
 SHOWN = ("sessions", "tokens_sent", "cost", "overflows", "forced_final", "peak_usage", "recall",
          "retention", "recall_per_mtok")
-SESSION_SHOWN = ("file", "session", "calls", "compactions", "tokens_sent", "cost", "peak_usage",
-                 "overflows", "forced_final", "recall", "retention")
+SESSION_SHOWN = ("file", "session", "calls", "compactions", "calls_compacted", "tokens_sent",
+                 "cost", "peak_usage", "overflows", "forced_final", "recall", "retention")
 OVERFLOW_CHOICES = (("any", -1), ("0", 0), ("≤ 1", 1), ("≤ 5", 5), ("≤ 20", 20))
 """The overflow limits offered by the menu (-1: no limit); `set_max_overflows` takes any."""
 
