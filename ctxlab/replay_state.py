@@ -364,8 +364,10 @@ limit); first at call 4: stages exhausted, still over target (prune: nothing to 
     where = f"call {int(first['call'])}" if calls["session"].nunique() == 1 else \
         f"session {first['session']} call {int(first['call'])}"
     n, m = int(fired.sum()), len(over)
+    share = f"{int(worst['tokens_after']) / limit:.1%} of {whose} limit" if limit else \
+        f"{whose} limit is 0 tokens: a {int(worst['window_tokens']):,}-token window " \
+        f"leaves no room once output is kept"
     return (f"the trigger fired at {n:,} call{'' if n == 1 else 's'} (the summary's "
             f"compactions), but at {m:,} of them no stage brought the request within its "
             f"target: sent at up to {int(worst['tokens_after']):,} tokens "
-            f"({int(worst['tokens_after']) / limit:.1%} of {whose} limit); first at {where}: "
-            f"{first['note']}")
+            f"({share}); first at {where}: {first['note']}")

@@ -479,3 +479,14 @@ def test_cli_estimators_says_why_calls_have_no_error(capsys: pytest.CaptureFixtu
     assert main(["estimators", str(sub)]) == 0
     assert "1 call in session segments of fewer than 3 reporting calls left out" in \
         capsys.readouterr().out
+
+
+def test_a_replay_whose_window_leaves_no_limit_warns_instead_of_dividing_by_zero(
+        capsys: pytest.CaptureFixture[str]):
+    """claude-code's autocompact limit is the window less 33k, at least 0: at a 20k window
+    (or the aider log's gpt-4 calls, 8,192) the over-target warning divided by that 0 limit
+    and the replay ended in a ZeroDivisionError traceback."""
+    assert main(["replay", str(DATASETS / "openai_sessions.jsonl"), "--preset", "claude-code",
+                 "--window", "20k"]) == 0
+    out = capsys.readouterr()
+    assert "the limit is 0 tokens: a 20,000-token window leaves no room" in out.err
