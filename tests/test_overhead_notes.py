@@ -77,3 +77,22 @@ def test_an_overhead_fitted_above_the_whole_first_request_is_said(capsys):
     assert "overhead overstated" in page and f"against {estimated:,} estimated" in page
     assert main(["replay", str(DEMO), "--preset", "claude-code"]) == 0
     assert "ctxlab: warning: tiktoken:o200k_base counts fewer tokens" in capsys.readouterr().err
+
+
+def test_an_estimate_over_with_no_overhead_is_not_called_an_inflated_overhead():
+    """ai-agent's ``max:`` estimator scales tool schemas by 2.09: on the inspect_ai log its
+    first call is estimated at 3,120 tokens against 1,124 billed with an overhead fitted at
+    0, and the replay warned that it "counts fewer tokens than the provider" so that "the
+    unrecorded overhead fitted for it (0 tokens ...) is more than the system prompt"."""
+    from conftest import realdata_path
+
+    from ctxlab.fidelity import inflated_overhead_notes
+    from ctxlab.tokens.accuracy import inflated_overheads
+
+    t = ctxlab.load(realdata_path("inspect_ai/2025-05-12T20-27-36-04-00_browser.json"))
+    spec = "max:tiktoken:cl100k_base,chars:4"
+    first = reported_usage_df(t, spec).iloc[0]
+    assert (int(first["input_total"]), int(first["est_content_tokens"]),
+            int(first["overhead_tokens"])) == (1124, 3120, 0)
+    assert inflated_overheads(t, spec) == {}
+    assert inflated_overhead_notes(ctxlab.replay(t, "ai-agent")) == []

@@ -265,7 +265,9 @@ def inflated_overheads(source: PartsSource, estimator: str | Estimator,
     part of the content's undercount and can exceed the whole first request, which is
     the system prompt and tool schemas plus the first message. It counts when the first
     call's estimate is over by more than 1,000 tokens and a quarter of the reported
-    input (as `floored_overheads`, the other way); the fit needs `MIN_FIT_CALLS`.
+    input (as `floored_overheads`, the other way), the overhead alone being that much:
+    an estimate over with no overhead (``max:``'s schemas x 2.09 on the inspect_ai log)
+    counts more than the provider, the other way round. The fit needs `MIN_FIT_CALLS`.
 
     Example:
         >>> import ctxlab
@@ -279,7 +281,7 @@ def inflated_overheads(source: PartsSource, estimator: str | Estimator,
     for session, first in _first_reporting_calls(source, estimator).iterrows():
         reported, est = int(first["input_total"]), int(first["est_content_tokens"])
         over = int(first["overhead_tokens"])
-        if est + over - reported > max(1000, reported / 4):
+        if min(est + over - reported, over) > max(1000, reported / 4):
             out[str(session)] = (reported, est, over)
     return out
 
