@@ -42,7 +42,7 @@ from ctxlab.loaders import load, load_dir
 from ctxlab.loaders.corpus import Corpus
 from ctxlab.overview import parts_by_role_kind_df, recorded_totals, sessions_df, usage_summary
 from ctxlab.presets import preset_names
-from ctxlab.schema import Transcript
+from ctxlab.schema import LoadReport, Transcript
 from ctxlab.tokens import Estimator
 
 if TYPE_CHECKING:
@@ -62,6 +62,26 @@ def _table(df: pd.DataFrame) -> str:
 def _report_lines(t: Transcript | Corpus) -> list[str]:
     rep = t.load_report
     return [f"load report: {rep}", *skipped_lines(rep.skipped, "see Transcript.load_report")]
+
+
+def skipped_warning(sk: pd.DataFrame, where: str, outcome: str) -> str | None:
+    """The warning on records of ``where`` that could not be used (`LoadReport.skipped`),
+    for every command that reads a log, with what the command did without them
+    (``outcome``); None when there are none.
+
+    Example:
+        >>> sk = pd.DataFrame({"file": ["s.jsonl"], "line": [3], "where": [None],
+        ...                    "reason": ["malformed JSON"]})
+        >>> print(skipped_warning(sk, "s.jsonl", "the output is written without them"))
+        ctxlab: warning: 1 record of s.jsonl could not be used; the output is written \
+without them:
+          skipped s.jsonl:3: malformed JSON
+    """
+    if not len(sk):
+        return None
+    return "\n".join([f"ctxlab: warning: {counted(len(sk), 'record')} of {where} could not "
+                      f"be used; {outcome}:",
+                      *skipped_lines(sk, f"ctxlab info {where} lists them")])
 
 
 def skipped_lines(sk: pd.DataFrame, more: str) -> list[str]:
@@ -182,7 +202,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
-    from ctxlab.loaders.corpus_store import describe, read_manifest, write_corpus
+    from ctxlab.loaders.corpus_store import describe, load_reports, read_manifest, write_corpus
     from ctxlab.loaders.parquet import save_parquet
 
     path, out = Path(args.path), Path(args.output)
@@ -202,6 +222,10 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         write_corpus(src, out, strict=args.strict, sidechains=args.sidechains,
                      facts=args.facts)
         print(f"wrote {out}: {describe(out)}; open it with ctxlab.load_dir")
+        warn = skipped_warning(LoadReport.concat(load_reports(out)).skipped, str(path),
+                               "written without them (the dataset's load reports keep them)")
+        if warn:
+            print(warn, file=sys.stderr)
         for f in read_manifest(out)["other_files"]:
             if f.get("status") == "unreadable":
                 print(f"ctxlab: warning: not stored, could not be read: {f['note']}",
@@ -218,6 +242,10 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         raise ConfigError(f"cannot write {out}: {e.strerror or e}") from None
     print(f"wrote {out}: {counted(len(t.frame), 'part')}, {counted(len(t.calls), 'call')}, "
           f"{counted(len(t.events), 'event')}")
+    warn = skipped_warning(t.load_report.skipped, str(path),
+                           "written without them (the file's load report keeps them)")
+    if warn:
+        print(warn, file=sys.stderr)
     return 0
 
 
@@ -291,6 +319,10 @@ def _cmd_estimators(args: argparse.Namespace) -> int:
     source = load_dir(path) if _folder(args, path) else load(path, format=args.format)
     if source.frame.empty:
         raise ConfigError(f"{path}: no parts to count (ctxlab info {path} says why)")
+    warn = skipped_warning(source.load_report.skipped, str(path),
+                           "the estimators are compared without them")
+    if warn:
+        print(warn, file=sys.stderr)
     print(estimators_text(source, args.estimator or DEFAULT_ESTIMATORS, args.reference,
                           calibration))
     return 0
@@ -380,9 +412,7 @@ def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay
                f"ctxlab info {args.path} says why)" if len(skipped) else "")
         raise ConfigError(f"{args.path}: the log has no LLM calls to replay{why}")
     if len(skipped):
-        steps.write("\n".join([f"ctxlab: warning: {counted(len(skipped), 'record')} of {args.path} "
-                               f"could not be used; the replay runs without them:",
-                               *_report_lines(t)[1:]]))
+        steps.write(skipped_warning(skipped, args.path, "the replay runs without them"))
     helpers = helper_sessions(t)    # e.g. Claude Code's compaction summarizer (--sidechains)
     if t.calls["session"].isin(helpers).all():
         raise ConfigError(f"{args.path}: no call to replay: {'; '.join(helpers.values())}")

@@ -490,3 +490,28 @@ def test_a_replay_whose_window_leaves_no_limit_warns_instead_of_dividing_by_zero
                  "--window", "20k"]) == 0
     out = capsys.readouterr()
     assert "the limit is 0 tokens: a 20,000-token window leaves no room" in out.err
+
+
+def test_convert_and_estimators_say_which_records_they_could_not_use(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """``info`` and ``replay`` named a log's skipped records; ``convert`` (to a file or a
+    dataset) and ``estimators`` went on without a word, a malformed line of a real Codex
+    rollout cut from the Parquet and from the comparison in silence."""
+    lines = (DATASETS / "coding_session_b.jsonl").read_text(encoding="utf-8").splitlines()
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = logs / "damaged.jsonl"
+    log.write_text("\n".join([*lines[:5], '{"type": "user", "message": {', *lines[5:]]) + "\n",
+                   encoding="utf-8")
+    where = f"skipped {log}:6: malformed JSON"
+    assert main(["convert", str(log), "-o", str(tmp_path / "d.parquet")]) == 0
+    err = capsys.readouterr().err
+    assert f"1 record of {log} could not be used; written without them" in err and where in err
+    assert main(["convert", str(logs), "-o", str(tmp_path / "corpus")]) == 0
+    err = capsys.readouterr().err
+    assert f"1 record of {logs} could not be used; written without them" in err and where in err
+    assert main(["estimators", str(log), "-e", "chars:4"]) == 0
+    err = capsys.readouterr().err
+    assert "could not be used; the estimators are compared without them" in err and where in err
+    assert main(["estimators", str(DATASETS / "coding_session_b.jsonl"), "-e", "chars:4"]) == 0
+    assert capsys.readouterr().err == ""
