@@ -84,6 +84,18 @@ without them:
                       *skipped_lines(sk, f"ctxlab info {where} lists them")])
 
 
+def skipped_why(t: Transcript, path: str, fmt: str | None) -> str:
+    """Words on a log none of whose records could be used, for an error: how many were
+    skipped, the format read, and the ``ctxlab info`` command (with the ``--format`` given,
+    ``fmt``) that lists them; "" when none was skipped."""
+    skipped = t.load_report.skipped
+    if not len(skipped):
+        return ""
+    again = f"ctxlab info {path}" + (f" --format {fmt}" if fmt else "")
+    return (f" ({counted(len(skipped), 'record')} skipped: is it a {t.meta.get('format')} log? "
+            f"{again} says why)")
+
+
 def skipped_lines(sk: pd.DataFrame, more: str) -> list[str]:
     """One line per skipped record (`LoadReport.skipped`: file:line and why), the first
     `MAX_SKIPPED_SHOWN`, then how many more (``more``: where to see them)."""
@@ -217,8 +229,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
                               f"files as logs: write it outside that folder")
         if path.is_dir() and not any(p.is_file() for p in path.rglob("*")):
             raise ConfigError(f"{path}: an empty folder, no logs to convert")
-        src = path if path.is_dir() else [load(path, format=args.format, strict=args.strict,
-                                                sidechains=args.sidechains)]
+        src = path if path.is_dir() else [_usable(path, args, out)]
         write_corpus(src, out, strict=args.strict, sidechains=args.sidechains,
                      facts=args.facts)
         print(f"wrote {out}: {describe(out)}; open it with ctxlab.load_dir")
@@ -235,7 +246,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         raise ConfigError(f"-o {out}: a log is saved as a Parquet file (.parquet), or give "
                           f"a folder name ending in / for a corpus dataset")
     out = output_path(args.output, inputs=[path])
-    t = load(path, format=args.format, strict=args.strict, sidechains=args.sidechains)
+    t = _usable(path, args, out)
     try:
         save_parquet(t, out)
     except OSError as e:
@@ -247,6 +258,16 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if warn:
         print(warn, file=sys.stderr)
     return 0
+
+
+def _usable(path: Path, args: argparse.Namespace, out: Path) -> Transcript:
+    """The log to convert; an error when none of its records could be used (a wrong
+    ``--format``), rather than an empty file."""
+    t = load(path, format=args.format, strict=args.strict, sidechains=args.sidechains)
+    why = skipped_why(t, args.path, args.format)
+    if t.frame.empty and t.calls.empty and why:
+        raise ConfigError(f"{path}: not written to {out}: no record could be used{why}")
+    return t
 
 
 DEFAULT_ESTIMATORS = ("chars:4", "neurolink:anthropic", "neuron", "langchain")
@@ -318,7 +339,10 @@ def _cmd_estimators(args: argparse.Namespace) -> int:
         else None
     source = load_dir(path) if _folder(args, path) else load(path, format=args.format)
     if source.frame.empty:
-        raise ConfigError(f"{path}: no parts to count (ctxlab info {path} says why)")
+        why = skipped_why(source, args.path, args.format) if isinstance(source, Transcript) \
+            else ""
+        raise ConfigError(f"{path}: no parts to count" + (why or f" (ctxlab info {path} says "
+                                                                 f"why)"))
     warn = skipped_warning(source.load_report.skipped, str(path),
                            "the estimators are compared without them")
     if warn:
@@ -408,9 +432,8 @@ def _replay(args: argparse.Namespace, steps: _Steps) -> tuple[Transcript, Replay
     t = _load_log(args)
     skipped = t.load_report.skipped
     if t.calls.empty:
-        why = (f" ({counted(len(skipped), 'record')} skipped: is it a {t.meta.get('format')} log? "
-               f"ctxlab info {args.path} says why)" if len(skipped) else "")
-        raise ConfigError(f"{args.path}: the log has no LLM calls to replay{why}")
+        raise ConfigError(f"{args.path}: the log has no LLM calls to replay"
+                          f"{skipped_why(t, args.path, args.format)}")
     if len(skipped):
         steps.write(skipped_warning(skipped, args.path, "the replay runs without them"))
     helpers = helper_sessions(t)    # e.g. Claude Code's compaction summarizer (--sidechains)

@@ -515,3 +515,20 @@ def test_convert_and_estimators_say_which_records_they_could_not_use(
     assert "could not be used; the estimators are compared without them" in err and where in err
     assert main(["estimators", str(DATASETS / "coding_session_b.jsonl"), "-e", "chars:4"]) == 0
     assert capsys.readouterr().err == ""
+
+
+def test_a_wrong_format_writes_no_empty_file_and_the_hint_repeats_it(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """``convert codex.jsonl --format gemini`` wrote a Parquet file of 0 parts and 0 calls
+    and exited 0, all 110 records skipped; ``estimators`` and ``replay`` sent the user to
+    ``ctxlab info PATH``, which detects codex and reports 0 skipped."""
+    log = str(realdata_path("codex_cli/vibecodingtracker/codex.jsonl"))
+    hint = f"(110 records skipped: is it a gemini log? ctxlab info {log} --format gemini says why)"
+    for out, given in ((tmp_path / "t.parquet", "t.parquet"), (tmp_path / "corpus", "corpus/")):
+        assert main(["convert", log, "--format", "gemini", "-o", str(tmp_path / given)]) == 2
+        assert f"not written to {out}: no record could be used {hint}" in capsys.readouterr().err
+        assert not out.exists()
+    assert main(["estimators", log, "--format", "gemini"]) == 2
+    assert f"no parts to count {hint}" in capsys.readouterr().err
+    assert main(["replay", log, "--format", "gemini"]) == 2
+    assert f"no LLM calls to replay {hint}" in capsys.readouterr().err
