@@ -318,9 +318,15 @@ def test_blocks_reduce_when_the_map_summaries_are_over_budget():
     _check_applied(t, view, res)
 
 
-def test_blocks_mode_without_large_blocks_does_nothing():
+def test_blocks_mode_without_large_blocks_does_nothing_and_says_why():
+    """copilot-fixed on a real Claude Code log (spotter 4d5611e5): 49 requests sent at up
+    to 115.6% of the limit, and the over-target warning said only "summarize: nothing to
+    do", though blocks mode had looked for blocks over 50,000 characters and found none."""
     view, _ = _final_view(_session(6, tools=True))
-    assert Summarize(mode="blocks").plan(view) is None
+    edit = Summarize(mode="blocks").plan(view)
+    assert edit is not None and edit.empty
+    assert edit.reason == ("nothing to summarize: no carried or current attachment or tool "
+                           "result over 50,000 characters")
 
 
 # ---- falling through -----------------------------------------------------------------

@@ -213,8 +213,9 @@ class Summarize(Stage):
         big = np.flatnonzero(one_of(labels(p, "layer"), ("carried", "current"))
                              & one_of(kind, ("attachment", "tool_result"))
                              & (chars > self.block_chars))
-        if not len(big):
-            return None
+        if not len(big):    # said: "nothing to do" over the limit read as a failure
+            return Edit(stage=self.name, reason=f"nothing to summarize: no carried or current "
+                        f"attachment or tool result over {self.block_chars:,} characters")
         part, call_ids, is_call = ints(p, "part"), \
             strings(p, "tool_call_id"), kind == "tool_call"
         calls: list[dict[str, Any]] = []
