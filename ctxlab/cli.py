@@ -499,12 +499,23 @@ def _share(v: float) -> str:
     return "–" if v != v else f"{v:.1%}"
 
 
+def _usage(v: float, limit: int, one_limit: bool) -> str:
+    """``peak_usage`` and what it is a share of; a limit of 0 tokens (a window that leaves
+    no room once output is kept) said as such, not as an infinite share."""
+    of = "the" if one_limit else "its call's"
+    if limit <= 0:
+        return f"– ({of} limit is 0 tokens: its window leaves no room once output is kept)"
+    return f"{_share(v)} (of {of} {limit:,}-token limit)"
+
+
 def summary_lines(r: Replay) -> list[str]:
     """The replay summary, one measure a line; ``peak_usage`` says what it is a share of:
     the limit of its call (the input available: the window less what is kept for output),
     not the window."""
     out = []
-    for k, v in r.summary().items():
+    summary = r.summary()
+    width = max(map(len, summary)) + 2
+    for k, v in summary.items():
         if isinstance(v, float):
             text = _share(v) if k in ("peak_usage", "recall") else \
                 "–" if v != v else f"{v:,.3g}"
@@ -513,9 +524,8 @@ def summary_lines(r: Replay) -> list[str]:
         if k == "peak_usage" and len(r.calls):
             limits = r.calls["limit_tokens"]
             limit = int(limits.loc[r.calls["usage_after"].idxmax()])
-            text += (f" (of the {limit:,}-token limit)" if limits.nunique() == 1 else
-                     f" (of its call's {limit:,}-token limit)")
-        out.append(f"  {k:<13} {text}")
+            text = _usage(v, limit, limits.nunique() == 1)
+        out.append(f"  {k:<{width}}{text}")
     return out
 
 
@@ -608,8 +618,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
           f"{counted(s['compactions'], 'compaction')}, {counted(s['events'], 'event')}, "
           f"{counted(s['failures'], 'failed summarizer attempt')}; "
           f"largest request {counted(s['peak_tokens'], 'token')}; highest usage "
-          f"{s['peak_usage']:.1%} of its call's limit; "
-          f"{counted(s['over_window'], 'request')} over the window; "
+          + (f"{s['peak_usage']:.1%} of its call's limit; " if np.isfinite(s["peak_usage"])
+             else "– (a call's limit is 0 tokens); ")
+          + f"{counted(s['over_window'], 'request')} over the window; "
           f"needed-fact recall {_share(s['recall'])}")
     return 0
 

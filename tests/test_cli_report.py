@@ -32,7 +32,9 @@ def test_replay_prints_the_summary_and_the_events(capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert out.startswith("replay of coding_session_b.jsonl (63 calls, window 100,000): neuron")
     assert "\nsummary:\n" in out and "\nevents:\n" in out
-    assert "  compactions   1" in out and "recall" in out
+    assert "  compactions      1\n" in out and "recall" in out
+    # every value in one column, the longest name (calls_compacted) too
+    assert "  calls_compacted  1\n" in out
     events = out.split("\nevents:\n")[1]
     assert "clear_tool_results" in events or "keep_last" in events
     assert "<NA>" not in out
@@ -48,13 +50,13 @@ def test_replay_says_what_peak_usage_is_a_share_of(capsys: pytest.CaptureFixture
     r = ctxlab.replay(ctxlab.load(LOG), "neurolink", window=200_000)
     limit = int(r.calls["limit_tokens"].iloc[0])
     assert limit < 200_000
-    assert f"  peak_usage    {r.summary()['peak_usage']:.1%} (of the {limit:,}-token limit)\n" \
-        in out
+    assert f"  peak_usage       {r.summary()['peak_usage']:.1%} (of the {limit:,}-token " \
+        f"limit)\n" in out
     # windows per model: the limit of the peak's call
     from types import SimpleNamespace
     calls = pd.DataFrame({"usage_after": [0.5, 0.9], "limit_tokens": [100_000, 20_000]})
     fake = SimpleNamespace(summary=lambda: {"peak_usage": 0.9}, calls=calls)
-    assert summary_lines(fake) == ["  peak_usage    90.0% (of its call's 20,000-token limit)"]
+    assert summary_lines(fake) == ["  peak_usage  90.0% (of its call's 20,000-token limit)"]
 
 
 def test_a_window_smaller_than_the_first_request_is_warned_of(

@@ -490,6 +490,9 @@ def test_a_replay_whose_window_leaves_no_limit_warns_instead_of_dividing_by_zero
                  "--window", "20k"]) == 0
     out = capsys.readouterr()
     assert "the limit is 0 tokens: a 20,000-token window leaves no room" in out.err
+    # nor is the peak an infinite share of that limit ("inf%" before)
+    assert "  peak_usage       – (the limit is 0 tokens: its window leaves no room once " \
+        "output is kept)\n" in out.out and "inf%" not in out.out
 
 
 def test_convert_and_estimators_say_which_records_they_could_not_use(
