@@ -245,6 +245,10 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if out.suffix.lower() not in ("", ".parquet", ".pq", ".parq"):
         raise ConfigError(f"-o {out}: a log is saved as a Parquet file (.parquet), or give "
                           f"a folder name ending in / for a corpus dataset")
+    if not args.facts:     # (a Parquet file of one log stores no facts: nothing to leave out)
+        raise ConfigError(f"--no-facts: -o {out} is a Parquet file of one log, which stores "
+                          f"no facts; --no-facts applies to a corpus dataset (-o a folder "
+                          f"name ending in /)")
     out = output_path(args.output, inputs=[path])
     t = _usable(path, args, out)
     try:

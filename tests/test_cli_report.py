@@ -191,6 +191,8 @@ def test_an_output_the_file_system_refuses_is_found_before_the_work(
     (["estimators", LOG, "--calibrate", "{tmp}/file/cal.json"], "cannot create its folder"),
     (["estimators", "{tmp}/empty"], "no parts to count"),
     (["convert", LOG, "-o", "{tmp}/x.json"], "a log is saved as a Parquet file (.parquet)"),
+    (["convert", LOG, "-o", "{tmp}/x.parquet", "--no-facts"],     # (was ignored in silence)
+     "--no-facts applies to a corpus dataset"),
     (["convert", "{tmp}/empty", "-o", "{tmp}/c/"], "an empty folder, no logs to convert"),
     (["info", "{tmp}/zero.jsonl"], "an empty file"),
     (["info", "{tmp}/blank.jsonl"], "a file of blank lines only"),
