@@ -27,7 +27,9 @@ role, ``<|im_sep|>``/``<|im_end|>``) and 3 priming the reply
 (``<|im_start|>assistant<|im_sep|>``), as in OpenAI's cookbook
 "How to count tokens with tiktoken"; ``tiktoken:`` estimators set
 ``per_message=3, per_conversation=3``. The others leave framing at 0; the
-accuracy module fits a provider's overhead separately.
+accuracy module fits a provider's overhead separately. A tool schema holding an OpenAI
+function definition is counted by ``tiktoken:`` (o200k and cl100k) as OpenAI bills it,
+not as its JSON (`ctxlab.tokens.tool_schemas`).
 
 Example:
     >>> from ctxlab.tokens import estimator
@@ -45,9 +47,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import pandas as pd
 
 from ctxlab.errors import ConfigError
 from ctxlab.tokens.base import Estimator
+from ctxlab.tokens.tool_schemas import FUNCTION_START, function_tokens
 from ctxlab.tokens.registry import Family, register
 
 if TYPE_CHECKING:
@@ -118,6 +122,7 @@ class TiktokenEstimator(Estimator):
         self.per_conversation = per_conversation
         self.spec = f"tiktoken:{encoding}"
         self._encoding: tiktoken.Encoding | None = None
+        self._functions: dict[str, int | None] = {}     # tool-schema text -> billed tokens
 
     @property
     def encoding(self) -> tiktoken.Encoding:
@@ -142,6 +147,49 @@ class TiktokenEstimator(Estimator):
     def _count(self, texts: list[str]) -> np.ndarray:
         encode = self.encoding.encode_ordinary
         return np.fromiter((len(encode(t)) for t in texts), dtype=np.int64, count=len(texts))
+
+    def count_parts(self, parts: Any) -> np.ndarray:
+        """`Estimator.count_parts`, with each tool schema that holds an OpenAI function
+        definition counted as OpenAI bills it (`ctxlab.tokens.tool_schemas`: not its JSON),
+        for the encodings whose models take tools.
+
+        Example:
+            >>> import pandas as pd
+            >>> schema = ('{"name": "go", "parameters": '
+            ...           '{"properties": {"url": {"type": "string"}}}}')
+            >>> parts = pd.DataFrame({"content": [schema] * 2, "kind": ["tool_schema", "text"]})
+            >>> TiktokenEstimator("o200k_base").count_parts(parts).tolist()  # billed; its JSON
+            [18, 22]
+        """
+        counts = super().count_parts(parts)
+        start = FUNCTION_START.get(self.encoding_name)
+        if start is None:
+            return counts
+        is_frame = isinstance(parts, pd.DataFrame)
+        kind = parts["kind"].to_numpy(dtype=object, na_value="") if is_frame \
+            else parts.col("kind")
+        rows = np.flatnonzero(kind == "tool_schema")
+        if not len(rows):
+            return counts
+        content = parts["content"].to_numpy(dtype=object, na_value=None) if is_frame \
+            else parts.col("content")
+        known = self._functions
+        for i in rows.tolist():
+            text = content[i]
+            if not isinstance(text, str):
+                continue
+            if text not in known:
+                known[text] = function_tokens(text, self._count_one, start)
+            if known[text] is not None:
+                counts[i] = known[text]
+        return counts
+
+    def _count_one(self, text: str) -> int:
+        return int(self.count([text])[0])
+
+    def clear_cache(self) -> None:
+        super().clear_cache()
+        self._functions.clear()
 
 
 COUNT_RULE = "encode_ordinary-v1"
