@@ -159,7 +159,13 @@ class Replay:
         The calls before the rewind point are kept as they were replayed: their rows
         (``target_tokens``, ``within_target``...) are the earlier pipeline's, and only the
         calls from there on follow the new one (a fresh replay with the new settings can
-        differ before the rewind point where the target is concerned).
+        differ before the rewind point where the target is concerned). Besides the fields
+        of `Pipeline`, ``window`` changes the replay's window, and ``estimator`` counts
+        with that spec even when the replay was given an estimator of its own.
+
+        Raises:
+            NotReplayed: the replay was not rewound (nothing to resume).
+            ConfigError: a name that is neither a `Pipeline` field nor ``window``.
 
         Example:
             >>> import ctxlab
@@ -169,13 +175,22 @@ class Replay:
             >>> len(what_if.calls) == len(r.calls)
             True
         """
+        if not self.next_call:
+            raise NotReplayed("this replay was not rewound, so there is nothing to resume: "
+                              "rewind(call) first (rewind to the first call to replay every "
+                              "call with the new settings), or replay() again")
+        window = changes.pop("window", self.settings.window)
         p = changed(resolve_pipeline(pipeline) if pipeline is not None
                     else self.settings.pipeline, **changes)
-        settings = replace(self.settings, pipeline=p)
         old = self.settings
-        if old.log is not None and old.estimator is None \
-                and p.estimator != old.pipeline.estimator:  # overheads fitted for its counts
-            settings = replace(settings, overhead_tokens=_fitted_overheads(old.log, p, None))
+        estimator = changes["estimator"] if "estimator" in changes and \
+            old.estimator is not None else old.estimator
+        settings = replace(old, pipeline=p, window=window, estimator=estimator)
+        spec = estimator if estimator is not None else p.estimator
+        if old.log is not None and spec != (old.estimator if old.estimator is not None
+                                            else old.pipeline.estimator):
+            # overheads fitted for the old counts
+            settings = replace(settings, overhead_tokens=_fitted_overheads(old.log, p, estimator))
         with frames_unchanged():
             return _walk(self.base, self.transcript, settings, self.next_call, self)
 

@@ -495,3 +495,37 @@ def test_the_summary_tells_calls_compacted_from_compactions():
     s = r.summary()
     assert s["compactions"] == int(r.calls["triggered"].sum()) == 0
     assert s["calls_compacted"] == r.events.loc[r.events["event"].notna(), "call"].nunique() > 100
+
+
+def test_resuming_a_replay_that_was_not_rewound_is_an_error():
+    """It once gave the replay back unchanged under the new settings: ``resume(threshold=
+    0.3)`` claimed threshold 0.3 with the 3 compactions of 0.8 (a replay at 0.3 has 16)."""
+    r = replay(ctxlab.load(DATASETS / "coding_session_b.jsonl"), "neurolink", window=100_000)
+    with pytest.raises(replay_module.NotReplayed, match=r"not rewound.*rewind\(call\) first"):
+        r.resume(threshold=0.3)
+    with pytest.raises(replay_module.NotReplayed, match="not rewound"):
+        r.rewind(10).resume().resume()
+
+
+def test_resume_changes_the_window_and_an_estimator_the_replay_was_given():
+    """``resume(estimator=...)`` once changed only the pipeline's field, which an estimator
+    given to the replay overrides: the resumed calls were still counted with the old one;
+    ``resume(window=...)`` was a ConfigError. From the rewind point on, the resumed calls
+    are those of a replay with the new settings (nothing compacted before it in either)."""
+    t = ctxlab.load(DATASETS / "coding_session_b.jsonl")
+    a = replay(t, "neurolink", window=120_000, estimator="chars:4")
+    b = replay(t, "neurolink", window=120_000, estimator="chars:2")
+    c = replay(t, "neurolink", window=60_000, estimator="chars:2")
+    k = min(int(x.events["call"].min()) for x in (a, b, c))
+    assert k > 5
+
+    def tail(x):
+        return x.calls[x.calls["call"] >= k].reset_index(drop=True)
+
+    counted = a.rewind(k).resume(estimator="chars:2")
+    assert counted.settings.overhead_tokens == b.settings.overhead_tokens
+    pd.testing.assert_frame_equal(tail(counted), tail(b))
+    smaller = a.rewind(k).resume(window=60_000, estimator="chars:2")
+    pd.testing.assert_frame_equal(tail(smaller), tail(c))
+    assert smaller.settings.window == 60_000
+    assert set(smaller.calls.loc[smaller.calls["call"] < k, "window_tokens"]) == {120_000}
