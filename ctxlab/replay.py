@@ -183,8 +183,8 @@ class Replay:
         p = changed(resolve_pipeline(pipeline) if pipeline is not None
                     else self.settings.pipeline, **changes)
         old = self.settings
-        estimator = changes["estimator"] if "estimator" in changes and \
-            old.estimator is not None else old.estimator
+        p, estimator = _per_provider(p, changes["estimator"] if "estimator" in changes
+                                     and old.estimator is not None else old.estimator)
         settings = replace(old, pipeline=p, window=window, estimator=estimator)
         spec = estimator if estimator is not None else p.estimator
         if old.log is not None and spec != (old.estimator if old.estimator is not None
@@ -302,12 +302,24 @@ def replay(t: Transcript, pipeline: str | Pipeline, *, window: int | None = None
             conversation (`helper_sessions`) are left out: `Replay.not_replayed`.
         pipeline: a preset name or a `Pipeline`.
         window: the context window (default: each call's model's, from the registry).
-        estimator: spec or instance (default: the pipeline's).
+        estimator: spec or instance (default: the pipeline's). A spec with
+            ``{provider}`` (as a sweep's ``estimator`` column shows a pipeline's own) is
+            filled in per session, as the pipeline's is.
         overhead_tokens: unrecorded input per session (default: fitted from the log's
             reported usage with the replay's estimator, 0 where there is none).
     """
+    p, estimator = _per_provider(resolve_pipeline(pipeline), estimator)
     with frames_unchanged():        # a replay edits no frame in place: facts remembered
-        return _replay(t, resolve_pipeline(pipeline), window, estimator, overhead_tokens)
+        return _replay(t, p, window, estimator, overhead_tokens)
+
+
+def _per_provider(p: Pipeline, estimator: str | Estimator | None
+                  ) -> tuple[Pipeline, str | Estimator | None]:
+    """A spec with ``{provider}`` given as the replay's estimator becomes the pipeline's,
+    which is filled in per session (`pipeline_estimator`)."""
+    if isinstance(estimator, str) and "{provider}" in estimator:
+        return replace(p, estimator=estimator), None
+    return p, estimator
 
 
 def _replay(t: Transcript, p: Pipeline, window: int | None,

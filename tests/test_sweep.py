@@ -168,6 +168,21 @@ def test_a_whole_number_parameter_stays_whole_beside_presets_it_skips(serial):
     assert all(type(v) is int for v in col.dropna().tolist())
 
 
+def test_the_estimator_a_row_shows_can_be_swept_and_replayed_again(serial):
+    """A configuration without an estimator shows its pipeline's spec, ``{provider}`` and
+    all (neurolink's); given back, in a grid or to `replay`, it was a ConfigError (no
+    multiplier for provider '{provider}'): it counts as the pipeline's own."""
+    spec = serial.loc[serial["preset"] == "neurolink", "estimator"].iloc[0]
+    assert spec == "neurolink:{provider}"
+    t = ctxlab.load(DATASETS / "coding_session_b.jsonl")
+    grid = {"preset": ["neurolink"], "threshold": [0.5]}
+    again = sweep(t, {**grid, "estimator": [spec]}, workers=1, progress=False)
+    assert equal_results(again, sweep(t, grid, workers=1, progress=False))
+    r = ctxlab.replay(t, "neurolink", window=100_000, estimator=spec)
+    pd.testing.assert_frame_equal(r.calls, ctxlab.replay(t, "neurolink", window=100_000).calls)
+    assert r.rewind(10).resume(estimator=spec).calls.equals(r.calls)
+
+
 def test_parse_grid_rejects_a_name_given_twice():
     with pytest.raises(ConfigError, match="given twice"):
         parse_grid(["threshold=0.5", "threshold=0.6"])
