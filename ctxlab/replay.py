@@ -102,6 +102,12 @@ class Replay:
         """``session``, or by default the log's first session with calls (aider's history
         opens with a session of none)."""
         if session is not None:
+            if session in self.not_replayed:
+                raise NotReplayed(f"session {session!r} was not replayed: "
+                                  f"{self.not_replayed[session]}")
+            if session not in self.base.sessions:
+                raise NotReplayed(f"the replay has no session {session!r}; its sessions: "
+                                  f"{', '.join(map(repr, self.base.sessions))}")
             return session
         with_calls = set(self.base.calls["session"])
         return next((s for s in self.base.sessions if s in with_calls), self.base.sessions[0])
@@ -113,10 +119,11 @@ class Replay:
     def at(self, call: int, session: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The request of one call before and after its compaction (parts, with tokens, layer)."""
         s = self._session(session)
-        c = self.calls[(self.calls["session"] == s) & (self.calls["call"] == call)]
-        if c.empty:
-            raise NotReplayed(f"call {call} of session {s!r} was not replayed (calls "
-                              f"{self.calls['call'].min()}..{self.calls['call'].max()} were)")
+        held = self.calls.loc[self.calls["session"] == s, "call"]
+        if not (held == call).any():
+            raise NotReplayed(f"call {call} of session {s!r} was not replayed (" + (
+                f"its calls {held.min()}..{held.max()} were)" if len(held)
+                else "none of its calls was)"))
         end = float(self.base.calls.loc[(self.base.calls["session"] == s)
                                         & (self.base.calls["call"] == call),
                                         "input_end_pos"].iloc[0])

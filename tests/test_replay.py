@@ -529,3 +529,20 @@ def test_resume_changes_the_window_and_an_estimator_the_replay_was_given():
     pd.testing.assert_frame_equal(tail(smaller), tail(c))
     assert smaller.settings.window == 60_000
     assert set(smaller.calls.loc[smaller.calls["call"] < k, "window_tokens"]) == {120_000}
+
+
+def test_at_and_rewind_name_the_calls_of_the_session_asked_about():
+    """``at`` once gave the range of every session's calls (0..32 for a session whose calls
+    are 0..25), and a session the log does not have was a call 'not replayed'."""
+    t = ctxlab.load(DATASETS / "openai_sessions.jsonl")
+    r = replay(t, "neurolink", window=30_000)
+    s = t.sessions[1]
+    assert r.calls.loc[r.calls["session"] == s, "call"].max() == 25
+    with pytest.raises(replay_module.NotReplayed, match=r"its calls 0\.\.25 were"):
+        r.at(99, session=s)
+    with pytest.raises(replay_module.NotReplayed, match=r"none of its calls was"):
+        r.rewind(0, session=s).at(0, session=s)
+    for method in (r.at, r.rewind):
+        with pytest.raises(replay_module.NotReplayed, match=rf"no session 'nope'; its "
+                                                            rf"sessions: '{t.sessions[0]}'"):
+            method(0, session="nope")
