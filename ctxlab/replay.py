@@ -117,7 +117,8 @@ class Replay:
         return _estimator(self.settings, self.base, self._session(session))
 
     def at(self, call: int, session: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """The request of one call before and after its compaction (parts, with tokens, layer)."""
+        """The request of one call before and after its compaction (parts, with tokens, layer;
+        ``hidden_by`` as it stood after that call: later events are not in it)."""
         s = self._session(session)
         held = self.calls.loc[self.calls["session"] == s, "call"]
         if not (held == call).any():
@@ -128,12 +129,15 @@ class Replay:
                                         & (self.base.calls["call"] == call),
                                         "input_end_pos"].iloc[0])
         ev = self.events[self.events["event"].notna()]          # failed attempts made none
-        mine = ev[(ev["session"] == s) & (ev["call"] == call)]
-        before_t = self.transcript.rewind(int(mine["event"].min()), session=s) if len(mine) \
+        ev = ev[(ev["session"] == s) & (ev["call"] >= call)]
+        later = ev.loc[ev["call"] > call, "event"]     # (their hidden_by is not this call's)
+        after_t = self.transcript.rewind(int(later.min()), session=s) if len(later) \
             else self.transcript
+        mine = ev.loc[ev["call"] == call, "event"]
+        before_t = after_t.rewind(int(mine.min()), session=s) if len(mine) else after_t
         est = self.estimator(s)
         return (_annotate(request_parts(before_t, s, end), est),
-                _annotate(request_parts(self.transcript, s, end), est))
+                _annotate(request_parts(after_t, s, end), est))
 
     def rewind(self, call: int, session: str | None = None) -> Replay:
         """The replay as it was before ``call``: its events and later ones undone."""

@@ -546,3 +546,18 @@ def test_at_and_rewind_name_the_calls_of_the_session_asked_about():
         with pytest.raises(replay_module.NotReplayed, match=rf"no session 'nope'; its "
                                                             rf"sessions: '{t.sessions[0]}'"):
             method(0, session="nope")
+
+
+def test_at_shows_a_call_as_the_replay_rewound_after_it_does():
+    """The parts of a call's request once carried the ``hidden_by`` of events made at later
+    calls (a part sent at call 3 showed hidden by event 7): ``at(k)`` differed from
+    ``rewind(k + 1).at(k)``, and a filter on ``hidden_by`` lost parts of the request."""
+    t = ctxlab.load(DATASETS / "openai_sessions.jsonl")
+    r = replay(t, "neurolink", window=30_000)
+    s = t.sessions[3]
+    calls = r.calls.loc[r.calls["session"] == s, "call"].tolist()
+    for k in calls[:-1]:
+        back = r.rewind(k + 1, session=s)
+        for x, y in zip(r.at(k, session=s), back.at(k, session=s)):
+            pd.testing.assert_frame_equal(x.reset_index(drop=True), y.reset_index(drop=True))
+            assert x["hidden_by"].isna().all()       # every part shown was sent
