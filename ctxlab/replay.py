@@ -468,6 +468,7 @@ def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[st
         calls_df = _by_session(_joined(previous.calls, calls_df), order)
         events_df = _by_session(_joined(previous.events, events_df), order)
         ledger_df = _by_session(_joined(previous.ledger, ledger_df), order)
+        t = replace(t, events=_by_session(t.events, order))     # a session's new ones last
     if calls_df.empty:
         calls_df = pd.DataFrame(columns=["session", "call"])
     return Replay(base=base, transcript=t, calls=calls_df, events=events_df, ledger=ledger_df,

@@ -561,3 +561,14 @@ def test_at_shows_a_call_as_the_replay_rewound_after_it_does():
         for x, y in zip(r.at(k, session=s), back.at(k, session=s)):
             pd.testing.assert_frame_equal(x.reset_index(drop=True), y.reset_index(drop=True))
             assert x["hidden_by"].isna().all()       # every part shown was sent
+
+
+def test_rewinding_several_sessions_and_resuming_gives_the_transcript_again():
+    """The resumed sessions' events once went to the end of ``transcript.events`` (the
+    log's first session after the others), unlike the frames, which kept log order."""
+    t = ctxlab.load(DATASETS / "openai_sessions.jsonl")
+    r = replay(t, "probe", window=30_000)
+    again = r.rewind(12, session=t.sessions[0]).rewind(1, session=t.sessions[1]).resume()
+    _frames_equal(again, r)
+    pd.testing.assert_frame_equal(again.transcript.frame, r.transcript.frame)
+    pd.testing.assert_frame_equal(again.transcript.events, r.transcript.events)
