@@ -468,7 +468,7 @@ def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[st
         calls_df = _by_session(_joined(previous.calls, calls_df), order)
         events_df = _by_session(_joined(previous.events, events_df), order)
         ledger_df = _by_session(_joined(previous.ledger, ledger_df), order)
-        t = replace(t, events=_by_session(t.events, order))     # a session's new ones last
+        t = replace(t, events=_events_in_order(t.events, base.events, order))
     if calls_df.empty:
         calls_df = pd.DataFrame(columns=["session", "call"])
     return Replay(base=base, transcript=t, calls=calls_df, events=events_df, ledger=ledger_df,
@@ -484,6 +484,22 @@ def _by_session(df: pd.DataFrame, order: Mapping[str, int]) -> pd.DataFrame:
     if (rank[1:] >= rank[:-1]).all():
         return df
     return df.iloc[np.argsort(rank, kind="stable")].reset_index(drop=True)
+
+
+def _events_in_order(events: pd.DataFrame, logged: pd.DataFrame,
+                     order: Mapping[str, int]) -> pd.DataFrame:
+    """A resumed replay's transcript events in the order a walk over every session gives:
+    the log's own (``logged``) as they are, then the replay's by session in log order (a
+    resumed session's new events come last until then)."""
+    if len(events) < 2:
+        return events
+    def keys(df: pd.DataFrame) -> pd.MultiIndex:
+        return pd.MultiIndex.from_arrays([df["session"], df["event"].astype("int64")])
+    rank = np.where(keys(events).isin(keys(logged)), -1,
+                    events["session"].map(order).to_numpy())
+    if (rank[1:] >= rank[:-1]).all():
+        return events
+    return events.iloc[np.argsort(rank, kind="stable")].reset_index(drop=True)
 
 
 def _joined(kept: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:

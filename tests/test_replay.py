@@ -572,3 +572,20 @@ def test_rewinding_several_sessions_and_resuming_gives_the_transcript_again():
     _frames_equal(again, r)
     pd.testing.assert_frame_equal(again.transcript.frame, r.transcript.frame)
     pd.testing.assert_frame_equal(again.transcript.events, r.transcript.events)
+
+
+def test_a_resumed_session_keeps_the_logs_own_events_first():
+    """aider's history edits (/clear) are events of the log: a walk gives them first, then
+    the replay's by session; a resumed session's events once went last, then were sorted
+    in among the log's own."""
+    from tests.conftest import realdata_path
+
+    t = ctxlab.load(realdata_path("aider/chat-history.md"))
+    t = t.sessions_of(t.sessions[:12])
+    r = replay(t, "copilot-legacy", window=32_000)
+    e = r.transcript.events
+    assert e["origin"].tolist()[:5] == ["clear"] * 5 and e["session"].nunique() == 2
+    s = str(e["session"].iloc[0])
+    again = r.rewind(0, session=s).resume()
+    _frames_equal(again, r)
+    pd.testing.assert_frame_equal(again.transcript.events, r.transcript.events)
