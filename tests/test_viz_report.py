@@ -17,7 +17,7 @@ from ctxlab.pipeline import Pipeline, stages_from
 from ctxlab.summarizers import Summarizer, SummarizerError, register, unregister
 from ctxlab.viz import report as report_module
 from ctxlab.viz.report import inline_svg, plotted_sessions, report, report_html
-from tests.conftest import DATASETS, REALDATA, REPO
+from tests.conftest import DATASETS, REALDATA, REPO, realdata_path
 
 SCRIPT = "<script>alert(1)</script>"
 IMG = "<img src=x onerror=alert(2)>"
@@ -341,3 +341,42 @@ def test_the_plots_note_counts_sessions_without_calls_apart(tmp_path, monkeypatc
     monkeypatch.setattr(report_module, "MAX_PLOT_SESSIONS", 2)
     page = report_html(ctxlab.replay(t, "neurolink"), transcript=t)
     assert "1 other session is not drawn" in page and "1 session has no replayed call" in page
+
+
+@pytest.mark.realdata
+def test_a_peak_usage_of_a_zero_token_limit_is_said_not_inf():
+    """Claude Code's preset over an 8,192-token window leaves a limit of 0 tokens: the
+    summary showed peak_usage "inf%" (the CLI says "–" and why); the explorer too."""
+    from ctxlab.viz.widgets_base import mapping_html
+
+    t = ctxlab.load(realdata_path("openhands/basic.json"))
+    r = ctxlab.replay(t, "claude-code", window=8192)
+    assert r.summary()["peak_usage"] == float("inf")
+    page = report_html(r, transcript=t)
+    row = page[page.index(">peak_usage<"):][:200]
+    assert "inf" not in row and "limit is 0 tokens" in row
+    assert "inf%" not in mapping_html(r.summary())
+
+
+@pytest.mark.realdata
+def test_one_event_is_one_event():
+    """SWE-agent's run under observation-masking makes one event: the note said
+    "1 events."."""
+    t = ctxlab.load(realdata_path("swe_agent/pydicom__pydicom-1458.traj"))
+    page = report_html(ctxlab.replay(t, "observation-masking"), transcript=t)
+    assert '<p class="note">1 event.</p>' in page
+
+
+@pytest.mark.realdata
+def test_a_call_naming_no_model_has_the_window_of_the_model_before_it():
+    """OpenHands' last step names no model; the replay gives it claude-3-5-sonnet's
+    200,000 (as the CLI says), but the settings called its window a default for
+    "(no model named)" and asked for --window."""
+    t = ctxlab.load(realdata_path("openhands/basic_gui_mode.json"))
+    assert t.calls["model"].isna().any()
+    page = report_html(ctxlab.replay(t, "claude-code"), transcript=t)
+    row = page[page.index("<dt>window</dt>"):][:200]
+    assert "window: 200,000</dd>" in row and "no model named" not in row
+    t = ctxlab.load(realdata_path("swe_agent/pydicom__pydicom-1458.traj"))  # names none
+    page = report_html(ctxlab.replay(t, "claude-code"), transcript=t)
+    assert "(no model named)" in page[page.index("<dt>window</dt>"):][:200]

@@ -167,13 +167,18 @@ def _settings(replay: Replay, source: Transcript, cells: _Cells) -> str:
     window = (f"{s.window:,} tokens" if s.window is not None else
               "each call's model's window: " + (", ".join(f"{w:,}" for w in wins) or "–"))
     if s.window is None:
+        from ctxlab.pipeline import call_models
+        from ctxlab.schema import frames_unchanged
         from ctxlab.tokens.windows import resolve_window
 
-        models = pd.unique(replay.base.calls["model"].dropna().astype(str))
-        guessed = sorted({m for m in models if resolve_window(model=m).method in
-                          ("provider-default", "global-default")}
-                         | ({"(no model named)"} if replay.base.calls["model"].isna().any()
-                            else set()))
+        # a call that names no model has the window of the one named before it, as the
+        # replay gave it (`call_models`): only a session naming none has no model
+        with frames_unchanged():
+            used = {m for x in pd.unique(replay.base.calls["session"])
+                    for m in call_models(replay.base, x).values()}
+        guessed = sorted({m for m in used if m is not None and resolve_window(model=m).method
+                          in ("provider-default", "global-default")}
+                         | ({"(no model named)"} if None in used else set()))
         if guessed:
             window += (f" (a provider's or the default window for {', '.join(guessed[:5])}"
                        f"{' …' if len(guessed) > 5 else ''}: pass --window to set it)")
@@ -248,15 +253,20 @@ def _load_report_text(source: Transcript, shown: int = 3) -> str:
     return text
 
 
+ZERO_LIMIT = "– (a call's limit is 0 tokens: its window leaves no room once output is kept)"
+
+
 def _summary(replay: Replay, cells: _Cells) -> str:
     summary = replay.summary()
-    df = pd.DataFrame({"measure": list(summary),
-                       "value": [summary[k] for k in summary],
-                       "meaning": [SUMMARY_DOC.get(k, "") for k in summary]})
-    body = "".join(f"<tr><th>{cells.text(r.measure)}</th>"
-                   f"<td class=\"{cells.cell(r.value, r.measure)[0]}\">"
-                   f"{cells.cell(r.value, r.measure)[1]}</td>"
-                   f"<td>{cells.text(r.meaning)}</td></tr>" for r in df.itertuples())
+
+    def value(k: str, v: Any) -> tuple[str, str]:
+        if k == "peak_usage" and isinstance(v, float) and math.isinf(v):
+            return "", cells.text(ZERO_LIMIT)      # a share of 0 tokens, not "inf%"
+        return cells.cell(v, k)
+    body = "".join(f"<tr><th>{cells.text(k)}</th>"
+                   f"<td class=\"{value(k, v)[0]}\">{value(k, v)[1]}</td>"
+                   f"<td>{cells.text(SUMMARY_DOC.get(k, ''))}</td></tr>"
+                   for k, v in summary.items())
     return f'<section id="summary"><h2>Summary</h2><table>{body}</table></section>'
 
 
@@ -375,9 +385,11 @@ def _events(replay: Replay, cells: _Cells) -> str:
     ev = replay.events
     n_sessions = len(replay.base.sessions)
     failed = int(ev["failure"].notna().sum()) if "failure" in ev else 0
-    note = (f"{len(ev) - failed:,} events" + (f" and {failed:,} failed summarizer attempts "
-                                               "(highlighted: no event was made and the "
-                                               "next stage ran)" if failed else "") + ".")
+    made = len(ev) - failed
+    note = (f"{made:,} event{'' if made == 1 else 's'}"
+            + (f" and {failed:,} failed summarizer attempt{'' if failed == 1 else 's'} "
+               "(highlighted: no event was made and the next stage ran)" if failed else "")
+            + ".")
     table = _table(_columns(ev, EVENT_COLUMNS, n_sessions), cells, frame="Replay.events",
                    row_class=lambda r: "failed" if pd.notna(r.get("failure")) else "")
     return (f'<section id="events"><h2>Events</h2><p class="note">{cells.text(note)}</p>'
