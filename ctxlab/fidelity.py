@@ -390,10 +390,15 @@ def inflated_overhead_notes(replayed: Any) -> list[str]:
     notes = []
     for spec, s, (reported, content, overhead), more in _first_sessions(replayed,
                                                                           inflated_overheads):
+        # each session has its own fit: with several, the amount is the one session's
+        where = ("in every replayed request's system layer"
+                 if replayed.calls["session"].nunique() == 1 else
+                 f"in the system layer of every replayed request of session {s}; each "
+                 "session has its own fit")
         notes.append(
             f"{spec} counts fewer tokens than the provider on this log's long requests, so "
-            f"the unrecorded overhead fitted for it ({overhead:,} tokens, in every replayed "
-            f"request's system layer) is more than the system prompt and tool schemas: "
+            f"the unrecorded overhead fitted for it ({overhead:,} tokens, {where}) is more "
+            f"than the system prompt and tool schemas: "
             f"session {s}{more} reported {reported:,} input tokens at its first call, "
             f"the whole request, against {content + overhead:,} estimated "
             f"({content + overhead - reported:,} over); a calibration (ctxlab estimators "

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import ctxlab
 from ctxlab.fidelity import overhead_notes
 from ctxlab.tokens.accuracy import floored_overheads, reported_usage_df
@@ -96,3 +98,21 @@ def test_an_estimate_over_with_no_overhead_is_not_called_an_inflated_overhead():
             int(first["overhead_tokens"])) == (1124, 3120, 0)
     assert inflated_overheads(t, spec) == {}
     assert inflated_overhead_notes(ctxlab.replay(t, "ai-agent")) == []
+
+
+@pytest.mark.realdata
+def test_an_inflated_overhead_of_several_sessions_is_said_to_be_one_sessions():
+    """aider's history has 471 replayed sessions, each with its own fitted overhead
+    (0–35,295 tokens, as the report's settings say); the note gave session 12's 12,524
+    tokens as "in every replayed request's system layer"."""
+    from conftest import realdata_path
+
+    from ctxlab.fidelity import inflated_overhead_notes
+
+    t = ctxlab.load(realdata_path("aider/chat-history.md"))
+    r = ctxlab.replay(t, "observation-masking")
+    assert r.calls["session"].nunique() > 1
+    (note,) = inflated_overhead_notes(r)
+    assert "in every replayed request's system layer" not in note
+    assert "tokens, in the system layer of every replayed request of session chat-history:" \
+        in note and "each session has its own fit" in note
