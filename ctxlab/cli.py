@@ -43,6 +43,7 @@ from ctxlab.loaders.corpus import Corpus
 from ctxlab.overview import parts_by_role_kind_df, recorded_totals, sessions_df, usage_summary
 from ctxlab.presets import preset_names
 from ctxlab.schema import LoadReport, Transcript
+from ctxlab.wording import counted
 from ctxlab.tokens import Estimator
 
 if TYPE_CHECKING:
@@ -592,14 +593,6 @@ def _model_windows(t: Transcript, calls: pd.DataFrame, most: int = 3) -> str:
     return f"each call's model's: {', '.join(shown)}{more}"
 
 
-def counted(n: int, noun: str) -> str:
-    """``n`` and a noun, plural but for one.
-
-    Example:
-        >>> counted(1, "event"), counted(1200, "call")
-        ('1 event', '1,200 calls')
-    """
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
 def _cmd_report(args: argparse.Namespace) -> int:

@@ -144,7 +144,8 @@ def left_out_lines(attrs: dict[str, Any], path: str) -> list[str]:
     ``attrs``, `ctxlab.sweep.sweep`): records that could not be used, calls without
     recorded input, sessions without an LLM call, files that are not logs; worded as
     ``replay`` and ``info`` word them."""
-    from ctxlab.cli import counted, file_lines, no_input_warning, skipped_lines
+    from ctxlab.cli import file_lines, no_input_warning, skipped_lines
+    from ctxlab.wording import counted
 
     lines, more = [], f"ctxlab info {path} lists them"
     if attrs.get("skipped"):
@@ -232,7 +233,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     notes = left_out_lines(df.attrs, args.path)
     left = df.attrs.get("not_replayed") or []
     if left:        # sessions that are no agent's (Claude Code's compaction summarizer)
-        from ctxlab.cli import counted
+        from ctxlab.wording import counted
         notes.append(f"ctxlab: note: {counted(len(left), 'session')} left out: "
                      + "; ".join(str(r["reason"]) for r in left[:3])
                      + (" …" if len(left) > 3 else ""))
@@ -245,7 +246,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         raise ConfigError(f"nothing to sweep in {args.path}: {why} (ctxlab info {args.path} "
                           f"shows what they hold); nothing was written")
     _write(df, out)
-    from ctxlab.cli import counted
+    from ctxlab.wording import counted
     configs = counted(df["config"].nunique(), "configuration")
     sessions = counted(len(df[["file", "session"]].drop_duplicates()), "session")
     print(f"wrote {out}: {counted(len(df), 'row')} ({configs} x {sessions})")

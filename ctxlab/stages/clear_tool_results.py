@@ -22,6 +22,7 @@ from ctxlab.stages import register
 from ctxlab.stages.base import (Edit, NewPart, Stage, View, equals, ints, is_na, optional_text,
                                 part_rows)
 from ctxlab.stages.table import Table
+from ctxlab.wording import counted
 
 PLACEHOLDER = "[tool result cleared]"
 
@@ -87,8 +88,8 @@ class ClearToolResults(Stage):
                                           "file_path")))
         saved = int(tokens[older].sum()) - placeholder_tokens * len(older)
         return Edit(stage=self.name, hide=tuple(r.anchor for r in inserts), insert=inserts,
-                    reason=f"cleared {len(older)} tool results, kept the {self.keep} most "
-                           f"recent",
+                    reason=f"cleared {counted(len(older), 'tool result')}, kept the "
+                           f"{self.keep} most recent",
                     details={"cleared": len(older), "kept": self.keep, "tokens_saved": saved})
 
     def candidates(self, table: Table) -> np.ndarray:

@@ -38,6 +38,7 @@ from ctxlab.errors import ConfigError
 from ctxlab.stages import register
 from ctxlab.stages.base import (Edit, Stage, View, distinct, equals, ints, is_na, labels,
                                 one_of, strings)
+from ctxlab.wording import counted
 
 KEPT_KINDS = frozenset({"summary", "marker"})
 
@@ -166,17 +167,17 @@ class Monologue(Stage):
         orphaned = int(np.isin(seg[results] * span + codes[results],
                                seg[calls] * span + codes[calls]).sum())
         if not hide:
-            return Edit(stage=self.name, reason=f"{len(older)} older segment(s) hold no "
-                        f"monologue to remove")
+            return Edit(stage=self.name, reason=f"{counted(len(older), 'older segment')} "
+                        f"{'holds' if len(older) == 1 else 'hold'} no monologue to remove")
         hidden = np.zeros(len(p), dtype=bool)
         hidden[hidden_rows] = True
         msgs_before = view.messages
         msgs_after = len(distinct(msg[~hidden]))
         return Edit(
             stage=self.name, hide=tuple(hide),
-            reason=f"removed the monologue of {len(older)} older segment(s) ({len(hide)} "
-                   f"parts); kept user messages, final answers and the last "
-                   f"{self.preserved} segment(s) whole",
+            reason=f"removed the monologue of {counted(len(older), 'older segment')} "
+                   f"({counted(len(hide), 'part')}); kept user messages, final answers and "
+                   f"the last {counted(self.preserved, 'segment')} whole",
             details={"segments": len(segments), "compacted_segments": len(older),
                      "final_answers": len(distinct(seg[final])),
                      "parts_removed": len(hide), "messages_removed": msgs_before - msgs_after,

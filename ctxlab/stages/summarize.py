@@ -39,6 +39,7 @@ from ctxlab.stages.base import (Edit, Messages, NewPart, Rows, Stage, View, ints
                                 message_groups, one_of, optional_text, part_rows, strings,
                                 text_lengths)
 from ctxlab.summarizers.base import Summarizer, SummarizerError, Summary
+from ctxlab.wording import counted
 
 SEED_004_PREFIX = "[Summary of earlier conversation]"
 _FIXED = frozenset({"system", "tools", "prompt"})
@@ -149,9 +150,9 @@ class Summarize(Stage):
         n = len(cand)
         keep = self.keep_count(n)
         if n < self.min_messages or n <= keep:
-            why = (f"{n} conversation messages, fewer than {self.min_messages}"
-                   if n < self.min_messages else f"{n} conversation messages, all kept "
-                   f"(keeping the {keep} most recent)")
+            why = (f"{counted(n, 'conversation message')}, fewer than {self.min_messages}"
+                   if n < self.min_messages else f"{counted(n, 'conversation message')}, all "
+                   f"kept (keeping the {keep} most recent)")
             return Edit(stage=self.name, reason=f"nothing to summarize: {why}")
         b, opens = _boundary(msgs, cand, n - keep, self.role), True
         if b is None:
@@ -193,12 +194,11 @@ class Summarize(Stage):
                       meta={"summarized_messages": b, "backend": summary.backend})
         tokens = view.estimate(content)
         merged = " and merged the previous summary" if previous else ""
+        kept = "kept none" if b >= n else f"kept the {n - b} most recent" + (
+            "" if opens else ", which no user message opens (a run of tool calls)")
         return Edit(stage=self.name, hide=tuple(hide), insert=(new,),
-                    reason=f"summarized the {b} oldest conversation messages "
-                           f"({hidden_tokens:,} tokens) into {tokens:,} tokens{merged}; kept "
-                           f"the {n - b} most recent" + ("" if opens else
-                                                         ", which no user message opens (a "
-                                                         "run of tool calls)"),
+                    reason=f"summarized the {counted(b, 'oldest conversation message')} "
+                           f"({hidden_tokens:,} tokens) into {tokens:,} tokens{merged}; {kept}",
                     details={"messages": n, "summarized": b, "kept": n - b,
                              "merged_previous": bool(previous), "opens_with_user": opens,
                              "hidden_tokens": hidden_tokens,

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pandas as pd
 
+from ctxlab.wording import counted
+
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
@@ -242,14 +244,8 @@ def share(part: float, whole: float) -> str:
     return f"{v:.1f}%" if abs(v) >= 1 else f"{v:.2f}%"
 
 
-def plural(n: int, noun: str) -> str:
-    """``1 call``, ``2 calls``, ``1,234 calls``.
-
-    Example:
-        >>> plural(1, "call"), plural(0, "call"), plural(1234, "session")
-        ('1 call', '0 calls', '1,234 sessions')
-    """
-    return f"{n:,} {noun}{'' if n == 1 else 's'}"
+plural = counted
+"""``1 call``, ``2 calls``, ``1,234 calls`` (`ctxlab.wording.counted`)."""
 
 
 def token_text(tokens: float) -> str:
