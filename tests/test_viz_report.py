@@ -161,6 +161,17 @@ def test_failed_summarizer_attempts_are_rows_with_their_reason(failing):
     assert "backend down &lt;script&gt;" in page and SCRIPT not in page
 
 
+def test_fidelity_tables_say_what_their_columns_mean(small_page):
+    """mape_pct, aligned_calls, segment and offset_calls were shown with no word of what
+    they measure (a helper's review of the report on real logs)."""
+    fidelity = small_page[small_page.index('<section id="fidelity">'):]
+    for heading, words in (("Per session", "aligned_calls and aligned_mape_pct: the same over"),
+                           ("Compaction points", "offset_calls is predicted − real"),
+                           ("Per call", "segment: recorded compactions before the call")):
+        after = fidelity[fidelity.index(f"<h3>{heading}</h3>"):]
+        assert after.index(words) < after.index("<table")     # under its heading, first
+
+
 def test_fidelity_says_so_when_the_log_reports_no_usage(small, small_page):
     t, _ = small
     assert '<section id="fidelity">' in small_page and "<h3>Per call</h3>" in small_page

@@ -450,10 +450,34 @@ def _fidelity(replay: Replay, t: Transcript, given: bool, cells: _Cells) -> str:
     if not given:
         note += (" Recorded compactions are not known to the report (it was given no "
                  "transcript), so the real compaction points are missing.")
+    legend = {k: f'<p class="note">{cells.text(v)}</p>' for k, v in FIDELITY_LEGENDS.items()}
     return ('<section id="fidelity"><h2>Fidelity</h2>'
             f'<p class="note">{cells.text(note)}</p>'
-            f"<h3>Per session</h3>{per_session}<h3>Compaction points</h3>{points}"
-            f"<h3>Per call</h3>{per_call}</section>")
+            f"<h3>Per session</h3>{legend['session']}{per_session}"
+            f"<h3>Compaction points</h3>{legend['points']}{points}"
+            f"<h3>Per call</h3>{legend['call']}{per_call}</section>")
+
+
+FIDELITY_LEGENDS = {
+    "session": "calls: calls with both a reported and an estimated input; mape_pct: the mean "
+               "of |error| over them, bias_pct: of the signed error (positive: the replay "
+               "counts more than was billed), p95 and max: the 95th percentile and the worst "
+               "call; aligned_calls and aligned_mape_pct: the same over the calls where the "
+               "log and the replay had compacted equally often, so that a compaction "
+               "predicted a few calls late does not count as estimation error.",
+    "points": "The k-th compaction the log recorded in a session beside the replay's k-th: "
+              "real_call is the first call after the recorded one, offset_calls is "
+              "predicted − real (within ±2 calls: the trigger predicted it). pre_tokens: "
+              "the agent's own count when it compacted, and the replay's request at its "
+              "call and at the real one. post_error_pct compares the replay's request right "
+              "after its compaction with the input reported right after the real one: far "
+              "apart when the offset is, since the two come from different calls.",
+    "call": "segment: recorded compactions before the call; est_tokens_before and "
+            "est_tokens: the replay's request before and after compacting at the call, "
+            "against input_total, what the provider reported; error = est_tokens − "
+            "input_total. real_compaction: the log compacted just before this call; "
+            "predicted_compaction: the replay compacted at it."}
+"""What the columns of the fidelity section's three tables mean, under each heading."""
 
 
 def report_html(replay: Replay, *, transcript: Transcript | None = None, redact: bool = False,
