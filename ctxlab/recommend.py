@@ -41,11 +41,11 @@ CONSTRAINTS: dict[str, tuple[str, str]] = {
     "max_tokens_sent": ("tokens_sent", "max"), "max_peak_usage": ("peak_usage", "max"),
     "min_recall": ("recall", "min"), "min_retention": ("retention", "min")}
 RATIOS = ("min_recall", "min_retention")
-QUALITIES = ("recall", "retention")
-"""What `recommend`'s Pareto front weighs against cost (``quality=``)."""
 """Constraints on a share (0 to 1, as ``recall`` and ``retention`` are; tables show them as
 percentages). ``max_peak_usage`` is a ratio too, but to the limit, which a request may
 pass (up to the window and beyond): it is not bounded by 1."""
+QUALITIES = ("recall", "retention")
+"""What `recommend`'s Pareto front weighs against cost (``quality=``)."""
 CLOSEST_SHOWN = 3
 
 
