@@ -33,8 +33,9 @@ grow with the calls and parts). ctxlab also replays each session in a window no 
 nears, where nothing is compacted: the rest of its time goes with the compactions, and the
 last line says what a compaction may cost at most, the same in both sessions, for ctxlab's
 growth to stay within 12x per 10x the messages (issue 5's bound). Needs ``pip install
-langchain-core`` for the peer; ``--no-peer`` times ctxlab alone (LangChain takes minutes at 20,000 messages), and
-``--windows`` replays in other windows too (LangChain's ``max_tokens`` follows).
+langchain-core`` for the peer; ``--no-peer`` times ctxlab alone (LangChain takes minutes
+at 20,000 messages), and ``--windows`` replays in other windows too (LangChain's
+``max_tokens`` follows).
 
     .venv/bin/python benchmarks/bench_replay.py [--sizes 2000 20000] [--windows 200000 64000]
         [--target 0.5] [--no-peer]
