@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.engine import TOKENS_DTYPE, Budget, StageRun, make_view, request_parts
-from ctxlab.errors import CtxlabError
+from ctxlab.errors import ConfigError, CtxlabError
 from ctxlab.history import SessionHistory
 from ctxlab.layers import (LayerContext, added_layers, assign_layers, layer_categories,
                            user_texts)
@@ -119,6 +119,7 @@ class Replay:
     def at(self, call: int, session: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The request of one call before and after its compaction (parts, with tokens, layer;
         ``hidden_by`` as it stood after that call: later events are not in it)."""
+        call = _call_number(call, "at")
         s = self._session(session)
         held = self.calls.loc[self.calls["session"] == s, "call"]
         if not (held == call).any():
@@ -141,6 +142,7 @@ class Replay:
 
     def rewind(self, call: int, session: str | None = None) -> Replay:
         """The replay as it was before ``call``: its events and later ones undone."""
+        call = _call_number(call, "rewind")
         s = self._session(session)
         known = self.base.calls["call"].to_numpy()[session_rows(self.base.calls, s)]
         if call not in known:
@@ -474,6 +476,15 @@ def _walk(base: Transcript, t: Transcript, settings: Settings, start: Mapping[st
     return Replay(base=base, transcript=t, calls=calls_df, events=events_df, ledger=ledger_df,
                   settings=settings, next_call={},
                   not_replayed=previous.not_replayed if previous is not None else {})
+
+
+def _call_number(call: Any, what: str) -> int:
+    """A call number as given to `Replay.at` / `Replay.rewind`: an integer (NumPy's too),
+    not a bool or a float, which compared equal to calls 1 and 0 or 3.0 and were taken."""
+    if isinstance(call, (bool, np.bool_)) or not isinstance(call, (int, np.integer)):
+        raise ConfigError(f"{what}() takes a call number (an integer, as in "
+                          f"replay.calls['call']), not {call!r}")
+    return int(call)
 
 
 def _by_session(df: pd.DataFrame, order: Mapping[str, int]) -> pd.DataFrame:

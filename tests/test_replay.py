@@ -183,6 +183,13 @@ def test_rewind_and_resume_refuse_what_is_not_there():
     with pytest.raises(ConfigError, match="no field 'bogus'; fields: name, stages"):
         r.rewind(30).resume(bogus=1)
     assert r.rewind(30).resume(threshold=0.6).settings.pipeline.threshold == 0.6
+    # a bool or a float equal to a call number was taken as that call (True as call 1)
+    for bad, method in ((True, r.rewind), (1.0, r.rewind), (False, r.at), (3.0, r.at)):
+        with pytest.raises(ConfigError, match=rf"takes a call number \(an integer, as in "
+                                              rf"replay.calls\['call'\]\), not {bad!r}"):
+            method(bad)
+    import numpy as np
+    assert len(r.rewind(np.int64(30)).calls) == 30        # NumPy's integers are numbers
 
 
 def test_sessions_named_by_numbers_and_frames_edited_in_place_replay_as_given():
