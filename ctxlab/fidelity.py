@@ -182,29 +182,27 @@ def compaction_points_df(transcript: Transcript, replayed: Any) -> pd.DataFrame:
     fid = fidelity_df(transcript, replayed)
     ev = transcript.events
     rec = ev[ev["origin"] == "recorded"].sort_values(["session", "pos"], kind="stable")
-    rows: list[dict[str, Any]] = []
-    for session in pd.unique(fid["session"]):
-        f = fid[fid["session"] == session]
-        real = f[f["real_compaction"]]
-        pred = f[f["predicted_compaction"]]
-        pre = rec.loc[rec["session"] == session, "pre_tokens"].tolist()
-        for k in range(max(len(real), len(pred))):
-            r = real.iloc[k] if k < len(real) else None
-            p = pred.iloc[k] if k < len(pred) else None
-            post_rep = r["input_total"] if r is not None else pd.NA
-            post_est = p["est_tokens"] if p is not None else pd.NA
-            rows.append({
-                "session": session, "compaction": k,
-                "real_call": r["call"] if r is not None else pd.NA,
-                "predicted_call": p["call"] if p is not None else pd.NA,
-                "pre_tokens_recorded": pre[k] if k < len(pre) else pd.NA,
-                "pre_tokens_est": p["est_tokens_before"] if p is not None else pd.NA,
-                "pre_tokens_est_at_real": r["est_tokens_before"] if r is not None else pd.NA,
-                "post_input_reported": post_rep, "post_input_est": post_est})
+
+    def ranked(rows: pd.DataFrame, **columns: str) -> pd.DataFrame:
+        """Some rows of a session numbered 0, 1, ... (``compaction``), columns renamed."""
+        out = rows[["session", *columns]].rename(columns=columns)
+        return out.assign(compaction=rows.groupby("session", sort=False).cumcount())
+
+    real = ranked(fid[fid["real_compaction"]], call="real_call",
+                  est_tokens_before="pre_tokens_est_at_real", input_total="post_input_reported")
+    pred = ranked(fid[fid["predicted_compaction"]], call="predicted_call",
+                  est_tokens_before="pre_tokens_est", est_tokens="post_input_est")
+    pre = ranked(rec, pre_tokens="pre_tokens_recorded")
+    # the k-th of each side paired, as many as the longer side has; sessions in fid's order
+    out = real.merge(pred, on=["session", "compaction"], how="outer")
+    out = out.merge(pre, on=["session", "compaction"], how="left")
+    order = {s: i for i, s in enumerate(pd.unique(fid["session"]))}
+    out = out.iloc[np.lexsort((out["compaction"].to_numpy(),
+                               out["session"].map(order).to_numpy()))]
     cols = ["session", "compaction", "real_call", "predicted_call", "pre_tokens_recorded",
             "pre_tokens_est", "pre_tokens_est_at_real", "post_input_reported",
             "post_input_est"]
-    out = pd.DataFrame(rows, columns=cols)
+    out = out[cols].reset_index(drop=True)
     out = out.astype({"session": "string", "compaction": "int64",
                       **{c: "Int64" for c in cols[2:]}})
     out.insert(4, "offset_calls", out["predicted_call"] - out["real_call"])

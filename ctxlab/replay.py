@@ -93,6 +93,15 @@ class Replay:
     not_replayed: Mapping[str, str] = field(default_factory=dict)
     _metrics: dict[str, pd.DataFrame] = field(default_factory=dict, init=False, repr=False,
                                               compare=False)
+    _sessions: dict[str, frozenset[str]] = field(default_factory=dict, init=False, repr=False,
+                                                 compare=False)  # base's, once asked
+
+    def _has_session(self, session: str) -> bool:
+        """Whether ``base`` holds the session (its ids read once: the report asks per
+        session, and reading them took 0.7 ms on aider's 588 sessions)."""
+        if "base" not in self._sessions:
+            self._sessions["base"] = frozenset(self.base.sessions)
+        return session in self._sessions["base"]
 
     @property
     def pipeline(self) -> Pipeline:
@@ -105,7 +114,7 @@ class Replay:
             if session in self.not_replayed:
                 raise NotReplayed(f"session {session!r} was not replayed: "
                                   f"{self.not_replayed[session]}")
-            if session not in self.base.sessions:
+            if not self._has_session(session):
                 raise NotReplayed(f"the replay has no session {session!r}; its sessions: "
                                   f"{', '.join(map(repr, self.base.sessions))}")
             return session
