@@ -43,7 +43,7 @@ from ctxlab.loaders.corpus import Corpus
 from ctxlab.overview import parts_by_role_kind_df, recorded_totals, sessions_df, usage_summary
 from ctxlab.presets import preset_names
 from ctxlab.schema import LoadReport, Transcript
-from ctxlab.wording import counted
+from ctxlab.wording import counted, usage_text
 from ctxlab.tokens import Estimator
 
 if TYPE_CHECKING:
@@ -509,8 +509,8 @@ def _usage(v: float, limit: int, one_limit: bool) -> str:
     no room once output is kept) said as such, not as an infinite share."""
     of = "the" if one_limit else "its call's"
     if limit <= 0:
-        return f"– ({of} limit is 0 tokens: its window leaves no room once output is kept)"
-    return f"{_share(v)} (of {of} {limit:,}-token limit)"
+        return usage_text(float("inf"), of)
+    return f"{usage_text(v)} (of {of} {limit:,}-token limit)"
 
 
 def summary_lines(r: Replay) -> list[str]:
@@ -616,7 +616,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
           f"{counted(s['failures'], 'failed summarizer attempt')}; "
           f"largest request {counted(s['peak_tokens'], 'token')}; highest usage "
           + (f"{s['peak_usage']:.1%} of its call's limit; " if np.isfinite(s["peak_usage"])
-             else "– (a call's limit is 0 tokens); ")
+             else f"{usage_text(s['peak_usage'])}; ")
           + f"{counted(s['over_window'], 'request')} over the window; "
           f"needed-fact recall {_share(s['recall'])}")
     return 0

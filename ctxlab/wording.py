@@ -17,4 +17,18 @@ def counted(n: int, noun: str) -> str:
     return f"{n:,} {noun}{'' if n == 1 else 's'}"
 
 
-__all__ = ["counted"]
+def usage_text(share: float, whose: str = "a call's") -> str:
+    """A request's share of its limit as a percentage; a share of a 0-token limit (a
+    window that leaves no room once output is kept, e.g. claude-code on gpt-4's 8,192
+    tokens) said as such, not as "inf%".
+
+    Example:
+        >>> usage_text(0.799), usage_text(float("inf"), "the")
+        ('79.9%', '– (the limit is 0 tokens: its window leaves no room once output is kept)')
+    """
+    if share == float("inf"):
+        return f"– ({whose} limit is 0 tokens: its window leaves no room once output is kept)"
+    return f"{share:.1%}"
+
+
+__all__ = ["counted", "usage_text"]

@@ -33,6 +33,7 @@ import pandas as pd
 
 from ctxlab.redact import redact as redact_text
 from ctxlab.viz.style import preview_texts
+from ctxlab.wording import usage_text
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -253,15 +254,12 @@ def _load_report_text(source: Transcript, shown: int = 3) -> str:
     return text
 
 
-ZERO_LIMIT = "– (a call's limit is 0 tokens: its window leaves no room once output is kept)"
-
-
 def _summary(replay: Replay, cells: _Cells) -> str:
     summary = replay.summary()
 
     def value(k: str, v: Any) -> tuple[str, str]:
         if k == "peak_usage" and isinstance(v, float) and math.isinf(v):
-            return "", cells.text(ZERO_LIMIT)      # a share of 0 tokens, not "inf%"
+            return "", cells.text(usage_text(v))      # a share of 0 tokens, not "inf%"
         return cells.cell(v, k)
     body = "".join(f"<tr><th>{cells.text(k)}</th>"
                    f"<td class=\"{value(k, v)[0]}\">{value(k, v)[1]}</td>"

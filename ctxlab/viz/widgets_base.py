@@ -10,13 +10,13 @@ ipywidgets and IPython are imported inside functions only.
 from __future__ import annotations
 
 import html
-import math
 import sys
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from ctxlab.errors import CtxlabError
+from ctxlab.wording import usage_text
 
 if TYPE_CHECKING:
     import ipywidgets
@@ -65,10 +65,9 @@ def mapping_html(values: dict[str, Any]) -> str:
         if isinstance(v, int):
             return f"{v:,}"
         if isinstance(v, float):
-            if "usage" in k and math.isinf(v):     # a share of a 0-token limit
-                return "– (a call's limit is 0 tokens: its window leaves no room once output " \
-                       "is kept)"
-            if "usage" in k or k == "recall":
+            if "usage" in k:
+                return usage_text(v)
+            if k == "recall":
                 return f"{v:.1%}"
             return f"{v:,.3g}" if abs(v) < 1000 else f"{v:,.0f}"
         return str(v)
