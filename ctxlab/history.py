@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.errors import ConfigError
-from ctxlab.placement import Placement
+from ctxlab.placement import Placement, SortedFloats
 from ctxlab.schema import (EVENT_COLUMNS, HISTORY_EDITS, PART_COLUMNS, Transcript, coerce,
                            session_rows)
 from ctxlab.stages.base import Edit, NewPart
@@ -71,7 +71,7 @@ class SessionHistory(Placement):
         self._new_row_of: dict[int, int] = {}      # inserted part -> row of self._new
         self.new_lo: list[float] = []
         self.new_hi: list[float] = []
-        self._new_pos_sorted: list[float] = []
+        self._new_pos_sorted = SortedFloats()          # inserted parts' positions
         self._new_event_pos: list[float] = []
         self._events: list[dict[str, Any]] = []
         self._meta: list[dict[str, Any]] = []
@@ -117,11 +117,7 @@ class SessionHistory(Placement):
         self._add_rows(edit.insert, positions, edit.stage, event_id)
         self.new_lo.extend(max(p, pos) for p in positions)
         self.new_hi.extend([np.inf] * len(positions))
-        if len(positions) > 8:
-            self._new_pos_sorted = sorted([*self._new_pos_sorted, *positions])
-        else:
-            for p in positions:
-                bisect.insort(self._new_pos_sorted, p)
+        self._new_pos_sorted.add(positions)
         record = {"stage_details": dict(edit.details), "hidden": len(hide),
                   "inserted": len(edit.insert), **(meta or {})}
         if took:

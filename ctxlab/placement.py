@@ -74,6 +74,80 @@ def widest_gap(pos: np.ndarray, hidden: np.ndarray, anchor: float, side: str,
     return float(points[i]), float(points[i + 1])
 
 
+class SortedFloats:
+    """A growing set of floats kept sorted, with nearest-neighbour lookups: a sorted NumPy
+    array of most of them and a sorted list of the latest, merged into the array once it
+    holds ``merge_at`` values and an eighth of the array's (the arrays merged grow
+    geometrically, so merging costs O(log n) per value in all). A sorted list of them all,
+    re-sorted on every edit that inserted many parts, cost what every part inserted so far
+    did, at every such edit.
+
+    Example:
+        >>> s = SortedFloats()
+        >>> s.add([3.0, 1.0]); s.add([2.0])
+        >>> s.below(2.5), s.above(2.0), s.below(1.0), len(s)
+        (2.0, 3.0, -inf, 3)
+        >>> s.nearest(np.array([0.5, 2.0]), above=True).tolist()
+        [1.0, 3.0]
+    """
+
+    MERGE_AT = 256
+
+    __slots__ = ("_big", "_small", "_merge_at")
+
+    def __init__(self, merge_at: int = MERGE_AT) -> None:
+        self._big = np.zeros(0, dtype=np.float64)
+        self._small: list[float] = []
+        self._merge_at = merge_at
+
+    def __len__(self) -> int:
+        return len(self._big) + len(self._small)
+
+    def add(self, values: list[float]) -> None:
+        small = self._small
+        for v in values:
+            bisect.insort(small, float(v))
+        if len(small) >= max(self._merge_at, len(self._big) >> 3):
+            self._big = np.sort(np.concatenate([self._big, np.asarray(small)]),
+                                kind="stable")
+            self._small = []
+
+    def below(self, x: float) -> float:
+        """The largest value below ``x`` (-inf when none)."""
+        big, small = self._big, self._small
+        i = int(big.searchsorted(x, side="left"))
+        j = bisect.bisect_left(small, x)
+        return max(float(big[i - 1]) if i else -np.inf, small[j - 1] if j else -np.inf)
+
+    def above(self, x: float) -> float:
+        """The smallest value above ``x`` (inf when none)."""
+        big, small = self._big, self._small
+        i = int(big.searchsorted(x, side="right"))
+        j = bisect.bisect_right(small, x)
+        return min(float(big[i]) if i < len(big) else np.inf,
+                   small[j] if j < len(small) else np.inf)
+
+    def nearest(self, x: np.ndarray, *, above: bool) -> np.ndarray:
+        """`above` (or `below`) of each of ``x``."""
+        out = _nearest_in(self._big, x, above=above)
+        if self._small:
+            out = (np.minimum if above else np.maximum)(
+                out, _nearest_in(np.asarray(self._small), x, above=above))
+        return out
+
+
+def _nearest_in(pos: np.ndarray, x: np.ndarray, *, above: bool) -> np.ndarray:
+    """For each of ``x``, the nearest value of the sorted ``pos`` above it (inf when none)
+    or below it (-inf)."""
+    if not len(pos):
+        return np.full(len(x), np.inf if above else -np.inf)
+    if above:
+        i = np.searchsorted(pos, x, side="right")
+        return np.where(i < len(pos), pos[np.minimum(i, len(pos) - 1)], np.inf)
+    i = np.searchsorted(pos, x, side="left")
+    return np.where(i > 0, pos[np.maximum(i - 1, 0)], -np.inf)
+
+
 class Placement:
     """Positions of a session history's parts and events (a mixin of
     `ctxlab.history.SessionHistory`, whose position arrays it reads: ``_pos``,
@@ -89,39 +163,27 @@ class Placement:
     _row_of: dict[int, int]
     _new: dict[str, list[Any]]
     _new_row_of: dict[int, int]
-    _new_pos_sorted: list[float]
+    _new_pos_sorted: SortedFloats
     _new_event_pos: list[float]
 
     def _below(self, x: float) -> float:
-        """The largest part position below ``x`` (-inf when none): `_nearest` of one."""
-        pos, placed = self._sorted_pos, self._new_pos_sorted
+        """The largest part position below ``x`` (-inf when none)."""
+        pos = self._sorted_pos
         i = int(pos.searchsorted(x, side="left"))
-        j = bisect.bisect_left(placed, x)
-        return max(float(pos[i - 1]) if i else -np.inf, placed[j - 1] if j else -np.inf)
+        return max(float(pos[i - 1]) if i else -np.inf, self._new_pos_sorted.below(x))
 
     def _above(self, x: float) -> float:
-        """The smallest part position above ``x`` (inf when none): `_nearest` of one."""
-        pos, placed = self._sorted_pos, self._new_pos_sorted
+        """The smallest part position above ``x`` (inf when none)."""
+        pos = self._sorted_pos
         i = int(pos.searchsorted(x, side="right"))
-        j = bisect.bisect_right(placed, x)
-        return min(float(pos[i]) if i < len(pos) else np.inf,
-                   placed[j] if j < len(placed) else np.inf)
+        return min(float(pos[i]) if i < len(pos) else np.inf, self._new_pos_sorted.above(x))
 
     def _nearest(self, x: np.ndarray, *, above: bool) -> np.ndarray:
         """For each of ``x``, the nearest part position above it (inf when none) or below
-        it (-inf); inserted parts' positions are a sorted list, bisected."""
-        pos, placed = self._sorted_pos, self._new_pos_sorted
-        if above:
-            i = np.searchsorted(pos, x, side="right")
-            best = pos[np.minimum(i, len(pos) - 1)] if len(pos) else np.full(len(x), np.inf)
-            best = np.where(i < len(pos), best, np.inf)
-            j = [bisect.bisect_right(placed, v) for v in x.tolist()]
-            return np.minimum(best, [placed[k] if k < len(placed) else np.inf for k in j])
-        i = np.searchsorted(pos, x, side="left")
-        best = pos[np.maximum(i - 1, 0)] if len(pos) else np.full(len(x), -np.inf)
-        best = np.where(i > 0, best, -np.inf)
-        j = [bisect.bisect_left(placed, v) for v in x.tolist()]
-        return np.maximum(best, [placed[k - 1] if k else -np.inf for k in j])
+        it (-inf): the session's own and the inserted parts'."""
+        own = _nearest_in(self._sorted_pos, x, above=above)
+        return (np.minimum if above else np.maximum)(
+            own, self._new_pos_sorted.nearest(x, above=above))
 
     def event_position(self, end_pos: float) -> float:
         """Where an event applied just before a call (input ending at ``end_pos``) sits.
