@@ -290,7 +290,8 @@ def add_sweep_command(sub: Any) -> argparse.ArgumentParser:
     sp.add_argument("--progress", action="store_true",
                     help="show the progress bar even when stderr is not a terminal")
     sp.add_argument("-o", "--output", required=True,
-                    help="results file: .parquet (default) or .csv")
+                    help="results file: .parquet or .csv (by its suffix; any other is "
+                         "refused)")
     sp.set_defaults(func=_cmd_sweep)
     return sp
 

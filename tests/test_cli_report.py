@@ -432,6 +432,17 @@ def test_the_sweep_help_lists_the_grid_names_on_one_line(capsys: pytest.CaptureF
         capsys.readouterr().out
 
 
+def test_the_sweep_help_states_no_default_format_for_its_output(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    """-o said ".parquet (default) or .csv", but a name without either suffix is refused."""
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "results file: .parquet or .csv" in out and ".parquet (default)" not in out
+    assert main(["sweep", LOG, "--workers", "1", "-o", str(tmp_path / "results")]) == 2
+    assert "write a .parquet or .csv file" in _one_error_line(capsys)
+
+
 def test_long_event_lists_show_both_ends_and_say_how_many_were_left_out():
     import ctxlab
     from ctxlab.cli import events_text
