@@ -357,7 +357,7 @@ def plot_retention(replay: Replay, *, session: str | None = None,
     retention = f"{kept / hidden:.0%} of {hidden:,}" if hidden else "none"
     ax.set_title(f"What survived — needed-fact recall {recall} ({n_miss:,} of {n_need:,} "
                  f"missing); hidden artifacts still shown: {retention}", fontsize=10)
-    if not (rec.empty and ret.empty):
-        ax.legend(fontsize=7, loc="lower left")
+    if not (rec.empty and ret.empty):   # beside the axes: inside, it hid dots and diamonds
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     ax.grid(alpha=0.3)
     return fig

@@ -1,0 +1,38 @@
+"""The visual layer on real logs (``../shared/realdata``), as a demanding user drives it:
+what each figure and message says is checked against the replay it shows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ctxlab
+from ctxlab.viz import plot_retention
+
+from tests.conftest import realdata_path
+
+SPOTTER = "claude_code/spotter/4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
+
+
+def _markers_under_legend(fig) -> int:
+    fig.draw_without_rendering()
+    ax = fig.axes[0]
+    box = ax.get_legend().get_window_extent()
+    under = 0
+    for dots in ax.collections:
+        offsets = np.asarray(dots.get_offsets(), dtype=float)
+        if not len(offsets) or not str(dots.get_gid()).startswith(("recall", "retention")):
+            continue
+        x, y = ax.transData.transform(offsets).T
+        under += int(((x >= box.x0) & (x <= box.x1) & (y >= box.y0) & (y <= box.y1)).sum())
+    return under
+
+
+def test_retention_legend_hides_no_call_or_event():
+    """Observation masking on a real Claude Code session: the legend sat in the lower left
+    of the axes, over 5 of 220 dots and diamonds (calls 3-17, recall and retention 0-35%)."""
+    t = ctxlab.load(realdata_path(SPOTTER))
+    fig = plot_retention(ctxlab.replay(t, "observation-masking"))
+    assert _markers_under_legend(fig) == 0
+    assert fig.axes[0].get_legend().get_window_extent().x0 >= \
+        fig.axes[0].get_window_extent().x1                   # beside the axes
