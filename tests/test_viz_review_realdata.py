@@ -36,3 +36,24 @@ def test_retention_legend_hides_no_call_or_event():
     assert _markers_under_legend(fig) == 0
     assert fig.axes[0].get_legend().get_window_extent().x0 >= \
         fig.axes[0].get_window_extent().x1                   # beside the axes
+
+
+@pytest.fixture(scope="module")
+def aider():
+    """588 sessions of a real aider history; copilot-fixed compacts calls 1-23 of some."""
+    t = ctxlab.load(realdata_path("aider/chat-history.md"))
+    return ctxlab.replay(t, "copilot-fixed")
+
+
+def test_stages_of_a_call_no_stage_ran_at_lists_that_sessions_calls(aider):
+    """plot_stages(call=3) looks in the first session, where no stage ran, but listed the
+    calls of every session: 'no stage ran at call 3; calls with stage runs: [1, 2, 3, ...]'."""
+    from ctxlab.viz import plot_stages
+
+    with pytest.raises(ctxlab.ConfigError,
+                       match=r"call 3 of session 'chat-history:2'; calls with stage runs: \[\]$"):
+        plot_stages(aider, call=3)
+    ev = aider.events.dropna(subset=["event"])
+    s, call = ev["session"].iloc[0], int(ev["call"].iloc[0])
+    assert plot_stages(aider, call=call, session=s).axes[0].get_title().startswith(
+        f"Call {call}:")

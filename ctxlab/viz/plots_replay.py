@@ -237,11 +237,12 @@ def plot_stages(replay: Replay, *, call: int | None = None, session: str | None 
         s = session if session is not None else replay_session(replay, None)[0]
         ev = ev[ev["session"] == s]
     if call is not None:
+        ran = sorted(pd.unique(ev["call"]).tolist())    # this session's, not every session's
         ev = ev[ev["call"] == call]
         if ev.empty:
-            ran = sorted(pd.unique(replay.events["call"]).tolist()) if len(replay.events) \
-                else []
-            raise ConfigError(f"no stage ran at call {call}; calls with stage runs: {ran}")
+            where = f" of session {s!r}" if len(replay.base.sessions) > 1 else ""
+            raise ConfigError(f"no stage ran at call {call}{where}; calls with stage runs: "
+                              f"{ran}")
     colours = replay_stage_colours(replay)
     if ev.empty:    # every session's, or one session's: no stage ran anywhere
         where = f" in session {session_label(str(session))}" if session is not None else ""
