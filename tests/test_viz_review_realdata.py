@@ -57,3 +57,35 @@ def test_stages_of_a_call_no_stage_ran_at_lists_that_sessions_calls(aider):
     s, call = ev["session"].iloc[0], int(ev["call"].iloc[0])
     assert plot_stages(aider, call=call, session=s).axes[0].get_title().startswith(
         f"Call {call}:")
+
+
+def test_pareto_on_retention_of_a_sweep_that_hid_nothing_says_so():
+    """A real Codex session that no configuration compacts: every retention is NaN. The
+    plot drew empty axes with -0.04..0.04 ticks on both axes and a legend promising a
+    recommended star and preset dots that were not drawn."""
+    from ctxlab.viz import plot_sweep
+
+    path = realdata_path("codex_cli/vibecodingtracker/codex.jsonl")
+    res = ctxlab.sweep(str(path), {"preset": ["probe", "neuron"], "threshold": [0.5, 0.9]},
+                       workers=1, progress=False)
+    assert res["retention"].isna().all()
+    ax = plot_sweep(res, y="retention").axes[0]
+    assert [t.get_text() for t in ax.texts if t.get_gid() == "empty-message"] == [
+        "No configuration has a retention: none hid an artifact, so there is no point to draw."]
+    assert ax.get_legend() is None and len(ax.get_yticks()) == 0
+    assert "4 with no retention (nothing hidden) not drawn" in ax.get_title()
+    assert "recommended: probe, threshold=0.5 (no retention)" in ax.get_title()
+
+
+def test_pareto_lists_no_star_for_a_recommendation_it_cannot_place():
+    """The cheapest configuration hid nothing (NaN retention): its star was drawn at NaN
+    (nowhere) while the legend listed 'recommended'."""
+    from ctxlab.viz import plot_sweep
+    from tests.test_viz_sweep import FAKE
+
+    ax = plot_sweep(FAKE, "tokens_sent", "retention", constraints={},
+                    objective="cost").axes[0]
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert not any(t.startswith("recommended") for t in legend)
+    assert not [c for c in ax.collections if c.get_gid() == "recommended"]
+    assert "recommended: copilot-fixed, threshold=0.5 (no retention)" in ax.get_title()

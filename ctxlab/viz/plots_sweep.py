@@ -20,7 +20,7 @@ import pandas as pd
 from ctxlab.errors import ConfigError
 from ctxlab.recommend import CONSTRAINTS, aggregate, config_columns, meets, pareto_front, ranked
 from ctxlab.viz.style import (FRAMING_COLOUR, NEUTRAL, literal_text, new_figure, preset_colours,
-                              token_text)
+                              show_nothing, token_text)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -238,7 +238,8 @@ def _pareto(s: pd.DataFrame, x: str, y: str, limits: dict[str, float], objective
     ax.scatter(front["_x"], front["_y"], s=110, facecolors="none", edgecolors="black",
                linewidths=1.1, zorder=4, gid="front")
     mid = (drawn["_x"].min() + drawn["_x"].max()) / 2 if len(drawn) else 0.0
-    best = s[s["recommended"]]
+    recommended = s[s["recommended"]]
+    best = recommended[recommended["_y"].notna()]   # no star, no legend entry at a NaN
     ax.margins(0.08)
     if len(best):
         r = best.iloc[0]
@@ -271,6 +272,11 @@ def _pareto(s: pd.DataFrame, x: str, y: str, limits: dict[str, float], objective
         notes.append("no configuration meets the constraints")
     if len(drawn) < len(s):
         notes.append(f"{len(s) - len(drawn)} with no {y} (nothing hidden) not drawn")
+    if len(recommended) and not len(best):
+        notes.append(f"recommended: {recommended['label'].iloc[0]} (no {y})")
+    if drawn.empty:
+        show_nothing(ax, f"No configuration has a {y}: none hid an artifact, so there is "
+                         "no point to draw.")
     ax.set_title(title + ("\n" + "; ".join(notes) if notes else ""), fontsize=10)
     # one label per point drawn: configurations that score alike (a threshold that never
     # fires) sit on one spot, and five labels there were five labels on top of each other
@@ -311,7 +317,8 @@ def _pareto(s: pd.DataFrame, x: str, y: str, limits: dict[str, float], objective
     if crowded:
         handles.append(Line2D([], [], ls="", label=f"{_count(crowded, 'crowded front point')} "
                               "not labelled (sweep_front_df lists all)"))
-    ax.legend(handles=handles, fontsize=8, loc="best")
+    if len(drawn):
+        ax.legend(handles=handles, fontsize=8, loc="best")
     return fig
 
 
