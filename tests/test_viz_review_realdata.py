@@ -89,3 +89,21 @@ def test_pareto_lists_no_star_for_a_recommendation_it_cannot_place():
     assert not any(t.startswith("recommended") for t in legend)
     assert not [c for c in ax.collections if c.get_gid() == "recommended"]
     assert "recommended: copilot-fixed, threshold=0.5 (no retention)" in ax.get_title()
+
+
+def test_explorer_checkbox_of_a_stage_in_two_groups_names_both():
+    """copilot-fixed runs carry_forward on every request and again enforced after; its one
+    checkbox (unticking it drops both) was labelled 'carry_forward (enforce)'."""
+    from ctxlab.viz import ReplayExplorer
+
+    t = ctxlab.load(realdata_path("gemini_cli/vibecodingtracker/gemini.jsonl"))
+    ex = ReplayExplorer(ctxlab.replay(t, "copilot-fixed"))
+    pytest.importorskip("ipywidgets")
+    ex.widget                               # builds the controls
+    boxes = ex._w["stages"]
+    assert boxes["carry_forward"].description == "carry_forward (always, enforce)"
+    assert boxes["summarize"].description == "summarize"
+    assert boxes["repair"].description == "repair (post)"
+    boxes["carry_forward"].value = False
+    p = ex.pipeline
+    assert "carry_forward" not in {s.name for s in (*p.always, *p.enforce)}

@@ -79,8 +79,12 @@ class ReplayExplorer(WidgetView):
         p = replay.pipeline
         groups = (("always", p.always), ("", p.stages), ("enforce", p.enforce),
                   ("post", p.post))
-        self._labels = {st.name: f"{st.name} ({g})" if g else st.name
-                        for g, stages in groups for st in stages}
+        where: dict[str, list[str]] = {}    # a name in two groups is one checkbox for both
+        for g, stages in groups:
+            for st in stages:
+                where.setdefault(st.name, []).append(g)
+        self._labels = {n: f"{n} ({', '.join(g or 'triggered' for g in gs)})" if gs != [""]
+                        else n for n, gs in where.items()}
         self._enabled = tuple(self._labels)
         self._threshold = p.threshold
         self._rewound: Replay | None = None
