@@ -107,3 +107,15 @@ def test_explorer_checkbox_of_a_stage_in_two_groups_names_both():
     boxes["carry_forward"].value = False
     p = ex.pipeline
     assert "carry_forward" not in {s.name for s in (*p.always, *p.enforce)}
+
+
+def test_stages_of_an_unknown_session_is_an_error_not_an_empty_waterfall(aider):
+    """A mistyped session drew 'No stage ran in session chat-history:9999: copilot-fixed
+    compacted no request' as if that session existed; plot_layers and plot_retention raise."""
+    from ctxlab.viz import plot_stages
+
+    with pytest.raises(ctxlab.ConfigError, match="session 'chat-history:9999' has no replayed"):
+        plot_stages(aider, session="chat-history:9999")
+    quiet = next(s for s in aider.base.sessions if s not in set(aider.events["session"]))
+    ax = plot_stages(aider, session=quiet).axes[0]        # a real session: says so
+    assert any(t.get_gid() == "empty-message" for t in ax.texts)

@@ -233,6 +233,8 @@ def plot_stages(replay: Replay, *, call: int | None = None, session: str | None 
     if "tokens_saved" not in ev or ev.empty:
         ev = pd.DataFrame(columns=["session", "event", "call", "stage", "tokens_before",
                                    "tokens_saved", "failure"])
+    if session is not None and session not in set(replay.base.sessions):
+        replay_session(replay, session)     # raises, naming the sessions with calls
     if call is not None or session is not None:
         s = session if session is not None else replay_session(replay, None)[0]
         ev = ev[ev["session"] == s]
