@@ -119,3 +119,28 @@ def test_stages_of_an_unknown_session_is_an_error_not_an_empty_waterfall(aider):
     quiet = next(s for s in aider.base.sessions if s not in set(aider.events["session"]))
     ax = plot_stages(aider, session=quiet).axes[0]        # a real session: says so
     assert any(t.get_gid() == "empty-message" for t in ax.texts)
+
+
+def test_widgets_say_one_thing_in_the_singular():
+    """ctxlab.wording's rule ('no message says "1 events" or "1 parts"') was not kept by the
+    widgets: on a real Codex session they said '× 1 sessions', '1 configurations of 1
+    presets', '1 estimators' and '1 calls replayed' (and on aider '1 parts, 1 tokens')."""
+    import re
+
+    from ctxlab.viz import EstimatorLab, ReplayExplorer, ThresholdTuner
+
+    t = ctxlab.load(realdata_path("codex_cli/vibecodingtracker/codex.jsonl"))
+    tuner = ThresholdTuner(ctxlab.sweep(t, {"preset": ["probe", "neuron"]}, workers=1,
+                                        progress=False))
+    tuner.set_presets(["probe"])
+    ex = ReplayExplorer(ctxlab.replay(t, "neurolink"), call=1)
+    ex.rewind()                                 # one call (call 0) replayed
+    texts = {"tuner": tuner.static_html(full=False),
+             "lab": EstimatorLab(t, estimators=["chars:4"]).static_html(full=False),
+             "explorer": ex.static_html(full=False)}
+    assert "1 call replayed" in texts["explorer"]
+    assert "× 1 session<" in texts["tuner"] and "1 configuration of 1 preset;" in texts["tuner"]
+    assert "Estimator lab: 1 estimator against" in texts["lab"]
+    for name, text in texts.items():
+        assert not re.search(r"(?<![\d,.])1 (calls|parts|tokens|events|sessions|configurations"
+                             r"|presets|estimators)\b", text), name

@@ -35,6 +35,7 @@ from ctxlab.viz.parts_table import Side, parts_html, request_table_df
 from ctxlab.viz.style import session_label
 from ctxlab.viz.widgets_base import WidgetView, error_html, mapping_html
 from ctxlab.viz.widgets_estimators import EstimatorLab
+from ctxlab.wording import counted
 
 if TYPE_CHECKING:
     import ipywidgets
@@ -253,7 +254,7 @@ class ReplayExplorer(WidgetView):
     def _caption(self, table: pd.DataFrame) -> str:
         where = f"call {self._call}" + (f" of session {self._session}"
                                         if len(self._sessions) > 1 else "")
-        size = f"{len(table):,} parts, {int(table['tokens'].sum()):,} tokens"
+        size = f"{counted(len(table), 'part')}, {counted(int(table['tokens'].sum()), 'token')}"
         if not self._replayed():
             return f"{where}, not replayed (rewound): the request as it stands — {size}"
         return f"{where}, {'before' if self._side == 'before' else 'after'} its compaction — {size}"
@@ -265,8 +266,8 @@ class ReplayExplorer(WidgetView):
         stages = " > ".join(s.name for s in p.stages) or "no stages"
         share = f"{round(100 * p.threshold, 2):g}%"
         text = (f"<b>{html.escape(p.name)}</b>: {html.escape(stages)} at {share} "
-                f"of the {html.escape(p.limit)} limit — {len(c):,} calls "
-                f"replayed, {n} compacted, {len(r.events)} events")
+                f"of the {html.escape(p.limit)} limit — {counted(len(c), 'call')} "
+                f"replayed, {n:,} compacted, {counted(len(r.events), 'event')}")
         if self._rewound_at:
             at = ", ".join(f"call {k}" + (f" ({session_label(s)})"
                                           if len(self._sessions) > 1 else "")

@@ -20,6 +20,7 @@ from ctxlab.tokens import Estimator, estimator as get_estimator
 from ctxlab.tokens.accuracy import PartsSource, compare_estimators_df, estimator_errors_df
 from ctxlab.tokens.content import CLASSES
 from ctxlab.viz.widgets_base import WidgetView, error_html, frame_html
+from ctxlab.wording import counted
 
 if TYPE_CHECKING:
     import ipywidgets
@@ -160,7 +161,7 @@ class EstimatorLab(WidgetView):
 
     def static_html(self, *, full: bool = True) -> str:
         """The lab as plain HTML: the error tables and (``full``) the figure as inline SVG."""
-        out = [f"<div><h4>Estimator lab: {len(self._chosen)} estimators against "
+        out = [f"<div><h4>Estimator lab: {counted(len(self._chosen), 'estimator')} against "
                f"{html.escape(self._reference)}</h4>", self._tables_html()]
         if full and self._chosen:
             from ctxlab.viz.style import figure_svg

@@ -23,6 +23,7 @@ from ctxlab.recommend import CONSTRAINTS, aggregate, config_index, ranked
 from ctxlab.viz.plots_sweep import (DEFAULT_CONSTRAINTS, OBJECTIVES, X_AXES, Y_AXES,
                                     config_labels, sweep_front_df)
 from ctxlab.viz.widgets_base import WidgetView, error_html, frame_html
+from ctxlab.wording import counted
 
 if TYPE_CHECKING:
     import ipywidgets
@@ -222,7 +223,7 @@ class ThresholdTuner(WidgetView):
     def _status_html(self) -> str:
         rule = ", ".join(f"{k}={v:g}" for k, v in self._constraints.items()) or "none"
         f = self._front
-        text = (f"{len(f)} configurations of {len(self._presets)} presets; "
+        text = (f"{counted(len(f), 'configuration')} of {counted(len(self._presets), 'preset')}; "
                 f"{int(f['feasible'].sum())} meet the constraints ({html.escape(rule)}), "
                 f"{int(f['front'].sum())} on the {self._y}/{self._x} front; objective: best "
                 f"{html.escape(self._objective)}")
@@ -253,8 +254,8 @@ class ThresholdTuner(WidgetView):
 
     def static_html(self, *, full: bool = True) -> str:
         """The tuner as plain HTML: status, tables and (``full``) the Pareto plot as SVG."""
-        out = [f"<div><h4>Threshold tuner: {len(self._agg)} configurations × "
-               f"{int(self._agg['sessions'].max())} sessions</h4>",
+        out = [f"<div><h4>Threshold tuner: {counted(len(self._agg), 'configuration')} × "
+               f"{counted(int(self._agg['sessions'].max()), 'session')}</h4>",
                f"<p>{self._status_html()}</p>"]
         if full:
             from ctxlab.viz.style import figure_svg
