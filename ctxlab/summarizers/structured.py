@@ -152,6 +152,8 @@ class _Extraction:
         self.notes, self.n_previous = notes, notes.count
         calls = {r[4]: r for r in rows if r[1] == "tool_call" and r[4]}
         self.commands = {cid: _call_command(r[2], r[3]) for cid, r in calls.items()}
+        # each command as shown (cut), once: a call and its result both show it
+        self.shown = {cid: _cut(cmd, 200) for cid, cmd in self.commands.items() if cmd}
         self.idents: Counter[str] = Counter()
         self.techs: Counter[str] = Counter()
         self.failing: dict[str, _Entry] = {}
@@ -199,7 +201,7 @@ class _Extraction:
         _, kind, text, tool, call_id, path = r
         notes = self.notes
         whole = self.commands.get(call_id, "")
-        cmd = _cut(whole, 200)      # shown; a failure is known by the whole command
+        cmd = self.shown.get(call_id, "")   # a failure is known by the whole command
         op = operation(tool) if tool else ""
         what = f"$ {cmd}" if cmd else f"{tool} {path}".strip()
         key = f"$ {whole}" if whole else what

@@ -193,11 +193,11 @@ def _idents(text: str) -> tuple[str, ...]:
 def _said(text: str) -> tuple[tuple[str, ...], tuple[str, ...], str]:
     """Sentences, pending items and the last intent (``""``) of a user/assistant text."""
     sentences = tuple(_sentences(text))
-    # a sentence is a stretch of the text with its spacing made single spaces, so a
-    # pending item in one is one in the whole text so spaced: one search rules most out
+    # a sentence is a stretch of the text with its spacing made single spaces, and no
+    # match of _PENDING spans a sentence's end, so only the sentences holding one of its
+    # words are searched (searching the whole text first cost more than it saved)
     pending = tuple(_cut(s, 200) for s in sentences if _may_hold(s, _PENDING_WORDS)
-                    and _PENDING.search(s)) \
-        if _may_hold(text, _PENDING_WORDS) and _PENDING.search(" ".join(text.split())) else ()
+                    and _PENDING.search(s)) if _may_hold(text, _PENDING_WORDS) else ()
     intents = [s for s in sentences if _NEXT.match(s)]
     return sentences, pending, _cut(intents[-1], 200) if intents else ""
 
