@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ctxlab.errors import ConfigError
-from ctxlab.schema import Transcript
+from ctxlab.schema import Transcript, one_log
 from ctxlab.tokens import Estimator
 from ctxlab.tokens import estimator as get_estimator
 from ctxlab.tokens.accuracy import MIN_FIT_CALLS
@@ -92,6 +92,7 @@ def fidelity_df(transcript: Transcript, replayed: Any) -> pd.DataFrame:
         so their error measures nothing (0 on a one-call session whatever the estimate),
         as in `ctxlab.reported_usage_df`.
     """
+    transcript = one_log(transcript, "fidelity_df")
     rows = replay_rows(replayed)
     calls = transcript.calls
     seg = call_segments(transcript)

@@ -24,7 +24,7 @@ from ctxlab.engine import Budget, StageRun, call_end_pos, make_view, run_on
 from ctxlab.errors import ConfigError
 from ctxlab.history import SessionHistory
 from ctxlab.layers import LAYERS
-from ctxlab.schema import Transcript, remembered, session_rows
+from ctxlab.schema import Transcript, one_log, remembered, session_rows
 from ctxlab.stages import stage as make_stage
 from ctxlab.stages.base import Stage, View, ints, labels, one_of
 from ctxlab.stages.grammar import view_grammar
@@ -460,6 +460,7 @@ def compact(t: Transcript, pipeline: str | Pipeline, *, window: int | None = Non
         >>> r.stages_used[:1], r.tokens_after < r.tokens_before
         (('truncate_tool_output',), True)
     """
+    t = one_log(t, "compact")
     p = resolve_pipeline(pipeline)
     sessions = t.sessions
     if not sessions:
@@ -549,6 +550,7 @@ def compact_all(t: Transcript, pipeline: str | Pipeline, *, window: int | None =
     ``window_tokens``, ``triggered``, ``stages_used``, ``within_target``, ``over_window``,
     ``forced_final``, ``note`` (why a request stayed over its target).
     """
+    t = one_log(t, "compact_all")
     p = resolve_pipeline(pipeline)
     rows = []
     for session in t.sessions:

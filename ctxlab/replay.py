@@ -40,7 +40,7 @@ from ctxlab.replay_state import (Anchor, Sums, after_values, apply_to_sums, call
                                  empty_ledger, event_row, events_frame, ledger_rows,
                                  window_of)
 from ctxlab.schema import (HELPER_SESSIONS, UNRECORDED_INPUT, Transcript, frames_unchanged,
-                           session_rows)
+                           one_log, session_rows)
 from ctxlab.stages.base import Stage, View
 from ctxlab.stages.grammar import grown_scan, view_grammar
 from ctxlab.stages.table import Table, append
@@ -330,6 +330,7 @@ def replay(t: Transcript, pipeline: str | Pipeline, *, window: int | None = None
         overhead_tokens: unrecorded input per session (default: fitted from the log's
             reported usage with the replay's estimator, 0 where there is none).
     """
+    t = one_log(t, "replay")
     p, estimator = _per_provider(resolve_pipeline(pipeline), estimator)
     with frames_unchanged():        # a replay edits no frame in place: facts remembered
         return _replay(t, p, window, estimator, overhead_tokens)

@@ -483,3 +483,26 @@ class Transcript:
     def __repr__(self) -> str:
         return (f"Transcript(format={self.meta.get('format')!r}, sessions={len(self.sessions)}, "
                 f"parts={len(self.frame)}, calls={len(self.calls)}, events={len(self.events)})")
+
+
+def one_log(t: Any, what: str) -> Transcript:
+    """``t`` when it is a `Transcript`; otherwise a `ConfigError` saying what ``what``
+    (a function's name) takes, and for a `ctxlab.Corpus` (a folder's logs) how to go over
+    its logs one by one or sweep them all.
+
+    Example:
+        >>> one_log("session.jsonl", "replay")
+        Traceback (most recent call last):
+        ...
+        ctxlab.errors.ConfigError: replay() takes one log, a Transcript (ctxlab.load(path)), not a str
+    """
+    if isinstance(t, Transcript):
+        return t
+    from ctxlab.errors import ConfigError
+
+    if hasattr(t, "files") and hasattr(t, "transcript"):        # a Corpus (not imported here)
+        raise ConfigError(f"{what}() takes one log, a Transcript; this Corpus holds "
+                          f"{len(t)} logs: go over them (for t in corpus: {what}(t, ...)) or "
+                          f"sweep them all (ctxlab.sweep(corpus, grid))")
+    raise ConfigError(f"{what}() takes one log, a Transcript (ctxlab.load(path)), not a "
+                      f"{type(t).__name__}")
