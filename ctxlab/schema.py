@@ -491,10 +491,10 @@ def one_log(t: Any, what: str) -> Transcript:
     its logs one by one or sweep them all.
 
     Example:
-        >>> one_log("session.jsonl", "replay")
+        >>> one_log("session.jsonl", "replay")  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ctxlab.errors.ConfigError: replay() takes one log, a Transcript (ctxlab.load(path)), not a str
+        ctxlab.errors.ConfigError: replay() takes one log, a Transcript (...), not a str
     """
     if isinstance(t, Transcript):
         return t
