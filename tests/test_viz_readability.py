@@ -450,3 +450,16 @@ def test_reported_usage_takes_a_transcript_too():
     assert len(fig.axes[0].get_lines()) == 2
     with pytest.raises(ConfigError, match="reported_usage_df results or a transcript"):
         plot_reported_usage([1, 2])
+
+
+def test_session_labels_tell_swe_bench_tasks_apart():
+    """Titles showed every SWE-bench task of a repository as its first 8 characters
+    ('astropy__astropy-12907' and '-13033' both 'astropy_')."""
+    from ctxlab.viz.style import LABEL_CHARS, session_label
+
+    ids = ["astropy__astropy-12907", "astropy__astropy-13033",
+           "scikit-learn__scikit-learn-25747", "scikit-learn__scikit-learn-25931",
+           "matplotlib__matplotlib-23314-run2", "matplotlib__matplotlib-23314-run3"]
+    labels = [session_label(s) for s in ids]
+    assert len(set(labels)) == len(ids) and max(map(len, labels)) <= LABEL_CHARS
+    assert session_label("611c338b-8032-4760-b911-90698b47d269") == "611c338b"

@@ -53,19 +53,35 @@ def literal_text(fn: F) -> F:
 
 def session_label(session: str) -> str:
     """A session id short enough for a title and still telling sessions apart: whole up
-    to 20 characters; a sub-agent's (``<id>/<agent>``) as the id's first 8 characters and
-    the agent; else the first 8 characters.
+    to 24 characters; a UUID as its first 8 characters (a sub-agent's, ``<id>/<agent>``,
+    with the agent); another long id with its middle cut, keeping its end, where ids of
+    one run differ (``astropy__astropy-12907`` and ``astropy__astropy-13033`` are two
+    SWE-bench tasks; their first 8 characters are one).
 
     Example:
-        >>> session_label("chat-history:15"), session_label("fe5e1c67-53e7-4862-9d0b")
-        ('chat-history:15', 'fe5e1c67')
+        >>> session_label("chat-history:15")
+        'chat-history:15'
+        >>> session_label("fe5e1c67-53e7-4862-9d0b-1c2d3e4f5a6b")
+        'fe5e1c67'
         >>> session_label("fe5e1c67-53e7-4862-9d0b/agent-a1b2c3d4")
         'fe5e1c67/agent-a1b2c3d4'
+        >>> session_label("scikit-learn__scikit-learn-25747"), session_label("x" * 30)
+        ('scikit-lea…t-learn-25747', 'xxxxxxxxxx…xxxxxxxxxxxxx')
     """
-    if len(session) <= 20:
+    if len(session) <= LABEL_CHARS:
         return session
     head, _, rest = session.partition("/")
-    return f"{head[:8]}/{rest.rsplit('/', 1)[-1][:24]}" if rest else session[:8]
+    if _UUID_HEAD.match(head):
+        head = head[:8]
+    elif len(head) > LABEL_CHARS:
+        keep = LABEL_CHARS - 1          # characters around the ellipsis
+        head = f"{head[:keep // 2 - 1]}…{head[-(keep - keep // 2 + 1):]}"
+    return f"{head}/{rest.rsplit('/', 1)[-1][:24]}" if rest else head
+
+
+LABEL_CHARS = 24
+"""A session id up to this long is shown whole (`session_label`)."""
+_UUID_HEAD = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-")
 
 
 def new_figure(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:
