@@ -24,18 +24,21 @@ noisy), LangChain's of one run (minutes at 20,000 messages).
 Times are CPU seconds of this process (`time.process_time`: both sides run in one thread,
 and on a shared machine wall time also counts the time other work held the core).
 Prints seconds for each, the ratio LangChain / ctxlab, and how each grows from 2k to 20k
-messages (linear growth = 10x), with how the sessions' text and ctxlab's compactions grow
-and the call of the first compaction (the share of the calls spent filling the window);
+messages (linear growth = 10x), with how the sessions' text, ctxlab's compactions and the
+parts their events hid grow (a window holds about as many parts in both sessions, so the
+shorter session ends with a larger share of its parts never compacted: work done per part
+compacted grows faster than the messages) and the call of the first compaction (the share
+of the calls spent filling the window);
 ctxlab's time is split into the stages' applications
 (``Replay.events["ms"]``: plan, edit and its bookkeeping, which grow with the number of
 compactions and the size of the requests they compact) and the walk and the rest (which
 grow with the calls and parts). ctxlab also replays each session in a window no request
 nears, where nothing is compacted: the rest of its time goes with the compactions, and the
 last line says what a compaction may cost at most, the same in both sessions, for ctxlab's
-growth to stay within 12x per 10x the messages (issue 5's bound). Needs ``pip install
-langchain-core`` for the peer; ``--no-peer`` times ctxlab alone (LangChain takes minutes
-at 20,000 messages), and ``--windows`` replays in other windows too (LangChain's
-``max_tokens`` follows).
+growth to stay within 12x per 10x the messages (issue 5's bound). The peer,
+``langchain-core``, comes with ``make install`` (the ``bench`` extra); ``--no-peer`` times
+ctxlab alone (LangChain takes minutes at 20,000 messages), and ``--windows`` replays in
+other windows too (LangChain's ``max_tokens`` follows).
 
     .venv/bin/python benchmarks/bench_replay.py [--sizes 2000 20000] [--windows 200000 64000]
         [--target 0.5] [--no-peer]
@@ -149,23 +152,26 @@ def run_window(window: int, sizes: list[int], target: float, peer: bool,
         comps = int(r.calls["triggered"].sum())
         first, share = warm_up_share(r)
         text = int(t.frame["content"].str.len().sum())
-        rows.append((n, ours, theirs, comps, stages, text, idle))
+        hidden = int((r.ledger["action"] == "hidden").sum())    # parts the events hid
+        rows.append((n, ours, theirs, comps, stages, text, idle, hidden))
         vs = (f", langchain trim_messages {theirs:7.2f} s, ratio {theirs / ours:5.1f}x"
               if peer else "")
         print(f"  {n:>6} messages, {len(t.calls):>5} calls: ctxlab replay {ours:7.2f} s "
-              f"({comps} compactions, {len(r.events)} events; the first at call {first}, "
-              f"{share:.0%} of the calls before it){vs}")
+              f"({comps} compactions, {len(r.events)} events hiding {hidden:,} parts of "
+              f"{len(t.frame):,}; the first at call {first}, {share:.0%} of the calls before "
+              f"it){vs}")
         print(f"          ctxlab: {stages:.3f} s in the stages' applications (plan, edit, "
               f"bookkeeping), {ours - stages:.3f} s in the walk and the rest")
         print(f"          ctxlab in a window no request nears (nothing compacted) {idle:.3f} s: "
               f"{ours - idle:.3f} s go with the compactions, "
               f"{1000 * (ours - idle) / max(comps, 1):.1f} ms each")
     if len(rows) >= 2:
-        (n0, a0, b0, c0, s0, x0, i0), (n1, a1, b1, c1, s1, x1, i1) = rows[0], rows[-1]
+        (n0, a0, b0, c0, s0, x0, i0, h0), (n1, a1, b1, c1, s1, x1, i1, h1) = rows[0], rows[-1]
         theirs = f", langchain {b1 / b0:.1f}x" if peer else ""
         print(f"  growth {n0:,} -> {n1:,} messages ({n1 / n0:.0f}x): ctxlab {a1 / a0:.1f}x"
-              f"{theirs}; text {x1 / x0:.1f}x, compactions {c1 / max(c0, 1):.1f}x, ctxlab "
-              f"seconds per compaction {a0 / max(c0, 1):.3f} -> {a1 / max(c1, 1):.3f}")
+              f"{theirs}; text {x1 / x0:.1f}x, compactions {c1 / max(c0, 1):.1f}x, parts "
+              f"hidden {h1 / max(h0, 1):.1f}x, ctxlab seconds per compaction "
+              f"{a0 / max(c0, 1):.3f} -> {a1 / max(c1, 1):.3f}")
         if s0 > 0 and a0 > s0:
             print(f"      of which the stages' applications grew {s1 / s0:.1f}x and the "
                   f"walk and the rest {(a1 - s1) / (a0 - s0):.1f}x")
@@ -209,8 +215,8 @@ def main() -> int:
         try:
             import langchain_core  # noqa: F401
         except ImportError:
-            print("langchain-core is not installed: pip install langchain-core "
-                  "(or --no-peer)")
+            print("langchain-core is not installed: make install, or pip install -e "
+                  "'.[bench]' (or --no-peer)")
             return 0
     with tempfile.TemporaryDirectory() as tmp:
         warm = session(600, Path(tmp), seed=97)  # first-replay costs of the process
