@@ -441,3 +441,17 @@ def test_reported_usage_needs_reported_usage(coding):
     u = ctxlab.reported_usage_df(coding, "chars:4").assign(input_total=pd.NA)
     with pytest.raises(ctxlab.ConfigError, match="report no input usage"):
         plot_reported_usage(u)
+
+
+def test_plot_layers_scales_to_requests_far_under_the_trigger(coding):
+    """A session whose requests stay far under the trigger was a flat sliver under the
+    window's line (an aider session of 1,657 tokens in a 200k window); the axis now
+    scales to the requests and says the lines lie above."""
+    big = ctxlab.replay(coding, "neurolink", window=20_000_000)
+    ax = plot_layers(big).axes[0]
+    peak = big.calls["tokens_before"].max() / 1000
+    assert peak < ax.get_ylim()[1] <= 1.25 * peak
+    note = [t.get_text() for t in ax.texts if t.get_gid() == "lines-above"]
+    assert len(note) == 1 and "window (20,000,000 tokens)" in note[0]
+    ax = plot_layers(ctxlab.replay(coding, "neurolink", window=200_000)).axes[0]
+    assert ax.get_ylim()[1] > 200 and not ax.texts     # the window's line in view

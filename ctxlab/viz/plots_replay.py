@@ -102,7 +102,9 @@ def plot_layers(replay: Replay, *, session: str | None = None,
     sent (up to the replay's first compaction and the log's first recorded one;
     afterwards it measures another request), and what the trigger measured where that
     is not the total. A triangle marks every call whose compaction hid or inserted
-    parts, with a vertical drop from its tokens before to its tokens after.
+    parts, with a vertical drop from its tokens before to its tokens after. Requests
+    that stay under `ZOOM_BELOW` of the trigger line get an axis scaled to them, with a
+    note that the lines lie above.
 
     Example:
         >>> import ctxlab
@@ -173,6 +175,11 @@ def plot_layers(replay: Replay, *, session: str | None = None,
     ax.set_xlabel("LLM call")
     ax.set_ylabel("tokens (thousands)")
     ax.set_ylim(bottom=0)
+    _zoom_on_requests(ax, max(float(np.nanmax(before)), float(np.nanmax(total)) / 1000,
+                              float(np.nanmax(checked, initial=0)) / 1000,
+                              float(np.nanmax(reported, initial=0)) / 1000),
+                      float((p.threshold * limit).min()) / 1000,
+                      int(c["window_tokens"].max()))
     ax.set_xlim(calls.min() - 0.5, calls.max() + 0.5)     # no tick past the last call
     from matplotlib.ticker import MaxNLocator
 
@@ -186,6 +193,23 @@ def plot_layers(replay: Replay, *, session: str | None = None,
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1), borderaxespad=0)
     ax.grid(alpha=0.3)
     return fig
+
+
+ZOOM_BELOW = 0.25
+"""`plot_layers` scales its axis to the requests when they stay under this share of the
+trigger line (a 1,657-token session in a 200k window was a flat sliver at the bottom)."""
+
+
+def _zoom_on_requests(ax: Axes, top: float, trigger: float, window: int) -> None:
+    """Scale the y axis to the requests (``top`` and ``trigger`` in thousands of tokens)
+    when they stay far under the trigger line, saying that the window's lines lie above."""
+    if not top > 0 or top >= ZOOM_BELOW * trigger:
+        return
+    ax.set_ylim(0, top * 1.2)
+    ax.text(0.99, 0.97, f"requests stay under {top / trigger:.0%} of the trigger: window "
+            f"({window:,} tokens), limit and trigger lie above this scale",
+            transform=ax.transAxes, ha="right", va="top", fontsize=7, color=NEUTRAL[1],
+            gid="lines-above")
 
 
 def _steps(ev: pd.DataFrame, order: list[str], per_call: bool) -> pd.DataFrame:
