@@ -499,10 +499,11 @@ def one_log(t: Any, what: str) -> Transcript:
     if isinstance(t, Transcript):
         return t
     from ctxlab.errors import ConfigError
+    from ctxlab.wording import counted
 
     if hasattr(t, "files") and hasattr(t, "transcript"):        # a Corpus (not imported here)
         raise ConfigError(f"{what}() takes one log, a Transcript; this Corpus holds "
-                          f"{len(t)} logs: go over them (for t in corpus: {what}(t, ...)) or "
-                          f"sweep them all (ctxlab.sweep(corpus, grid))")
+                          f"{counted(len(t), 'log')}: go over them (for t in corpus: "
+                          f"{what}(t, ...)) or sweep them all (ctxlab.sweep(corpus, grid))")
     raise ConfigError(f"{what}() takes one log, a Transcript (ctxlab.load(path)), not a "
                       f"{type(t).__name__}")

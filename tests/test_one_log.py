@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 import ctxlab
@@ -36,3 +38,12 @@ def test_a_path_is_refused_naming_ctxlab_load():
 def test_every_log_of_the_corpus_replays_as_the_message_says(corpus):
     got = [ctxlab.replay(t, "neurolink") for t in corpus]
     assert len(got) == len(corpus) and all(len(r.calls) for r in got)
+
+
+def test_a_corpus_of_one_log_is_counted_in_the_singular(tmp_path):
+    """The message said 'this Corpus holds 1 logs' (ctxlab.wording's rule: plural but for one)."""
+    shutil.copy("datasets/coding_session.jsonl", tmp_path)
+    one = ctxlab.load_dir(tmp_path)
+    assert len(one) == 1
+    with pytest.raises(ConfigError, match=r"this Corpus holds 1 log: go over them"):
+        ctxlab.replay(one, "neurolink")
