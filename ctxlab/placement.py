@@ -105,8 +105,12 @@ class SortedFloats:
 
     def add(self, values: list[float]) -> None:
         small = self._small
-        for v in values:
-            bisect.insort(small, float(v))
+        if len(values) > 8:             # many at once: one sort, not an insert each
+            small.extend(map(float, values))
+            small.sort()
+        else:
+            for v in values:
+                bisect.insort(small, float(v))
         if len(small) >= max(self._merge_at, len(self._big) >> 3):
             self._big = np.sort(np.concatenate([self._big, np.asarray(small)]),
                                 kind="stable")

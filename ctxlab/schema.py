@@ -18,7 +18,8 @@ from typing import Any, Literal, Mapping, get_args
 import numpy as np
 import pandas as pd
 
-from ctxlab.errors import SchemaError
+from ctxlab.errors import ConfigError, SchemaError
+from ctxlab.wording import counted
 
 Role = Literal["system", "user", "assistant", "tool"]
 Kind = Literal["text", "thinking", "tool_call", "tool_result", "tool_schema",
@@ -498,10 +499,8 @@ def one_log(t: Any, what: str) -> Transcript:
     """
     if isinstance(t, Transcript):
         return t
-    from ctxlab.errors import ConfigError
-    from ctxlab.wording import counted
-
-    if hasattr(t, "files") and hasattr(t, "transcript"):        # a Corpus (not imported here)
+    # a Corpus, known by what it has: ctxlab.loaders, which defines it, imports this module
+    if hasattr(t, "files") and hasattr(t, "transcript"):
         raise ConfigError(f"{what}() takes one log, a Transcript; this Corpus holds "
                           f"{counted(len(t), 'log')}: go over them (for t in corpus: "
                           f"{what}(t, ...)) or sweep them all (ctxlab.sweep(corpus, grid))")

@@ -463,3 +463,6 @@ def test_session_labels_tell_swe_bench_tasks_apart():
     labels = [session_label(s) for s in ids]
     assert len(set(labels)) == len(ids) and max(map(len, labels)) <= LABEL_CHARS
     assert session_label("611c338b-8032-4760-b911-90698b47d269") == "611c338b"
+    # Codex's time-ordered UUIDs (version 7) of sessions started within a minute
+    codex = ["01996135-afde-7911-a1b2-3c4d5e6f7081", "01996135-b001-7000-9f8e-7d6c5b4a3920"]
+    assert len({session_label(s) for s in codex}) == 2

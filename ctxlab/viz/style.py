@@ -53,8 +53,8 @@ def literal_text(fn: F) -> F:
 
 def session_label(session: str) -> str:
     """A session id short enough for a title and still telling sessions apart: whole up
-    to 24 characters; a UUID as its first 8 characters (a sub-agent's, ``<id>/<agent>``,
-    with the agent); another long id with its middle cut, keeping its end, where ids of
+    to 24 characters; a UUID as its first 8 characters (a time-ordered one with its last
+    4 too; a sub-agent's, ``<id>/<agent>``, with the agent); another long id with its middle cut, keeping its end, where ids of
     one run differ (``astropy__astropy-12907`` and ``astropy__astropy-13033`` are two
     SWE-bench tasks; their first 8 characters are one).
 
@@ -63,6 +63,8 @@ def session_label(session: str) -> str:
         'chat-history:15'
         >>> session_label("fe5e1c67-53e7-4862-9d0b-1c2d3e4f5a6b")
         'fe5e1c67'
+        >>> session_label("01996135-afde-7911-8a3c-4b5d6e7f8a9b")
+        '01996135…8a9b'
         >>> session_label("fe5e1c67-53e7-4862-9d0b/agent-a1b2c3d4")
         'fe5e1c67/agent-a1b2c3d4'
         >>> session_label("scikit-learn__scikit-learn-25747"), session_label("x" * 30)
@@ -72,7 +74,9 @@ def session_label(session: str) -> str:
         return session
     head, _, rest = session.partition("/")
     if _UUID_HEAD.match(head):
-        head = head[:8]
+        # a time-ordered UUID (version 7, Codex's) opens with its time: its first 8
+        # characters are one for sessions started within a minute, its last 4 are not
+        head = f"{head[:8]}…{head[-4:]}" if head[14:15] == "7" else head[:8]
     elif len(head) > LABEL_CHARS:
         keep = LABEL_CHARS - 1          # characters around the ellipsis
         head = f"{head[:keep // 2 - 1]}…{head[-(keep - keep // 2 + 1):]}"
