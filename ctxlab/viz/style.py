@@ -54,9 +54,10 @@ def literal_text(fn: F) -> F:
 def session_label(session: str) -> str:
     """A session id short enough for a title and still telling sessions apart: whole up
     to 24 characters; a UUID as its first 8 characters (a time-ordered one with its last
-    4 too; a sub-agent's, ``<id>/<agent>``, with the agent); another long id with its middle cut, keeping its end, where ids of
-    one run differ (``astropy__astropy-12907`` and ``astropy__astropy-13033`` are two
-    SWE-bench tasks; their first 8 characters are one).
+    4 too; a sub-agent's, ``<id>/<agent>``, with the agent); another long id with its
+    middle cut, keeping its end, where ids of one run differ (``astropy__astropy-12907``
+    and ``astropy__astropy-13033`` are two SWE-bench tasks; their first 8 characters are
+    one).
 
     Example:
         >>> session_label("chat-history:15")
