@@ -127,15 +127,19 @@ def _sessions_of(src: Source) -> tuple[list[str], pd.DataFrame, LeftOut]:
     except LoadError as e:
         if src.options is not None and src.options.strict:
             raise
-        from ctxlab.schema import REPORT_COLUMNS, coerce
-        row = {"file": [e.path or src.path], "line": [e.line],
-               "where": [e.where or (f"line {e.line}" if e.line is not None else "file")],
-               "record": ["log"], "status": ["skipped"], "parts": [0],
-               "reason": [f"the log could not be read, so none of it was replayed: "
-                          f"{e.reason}"]}
-        return [], coerce(row, REPORT_COLUMNS), NO_LEFT_OUT
+        return [], _unreadable(e.path or src.path, e.line, e.where, e.reason), NO_LEFT_OUT
     sessions, skipped = listed_sessions(t)
     return sessions, skipped, left_out(t, src.path)
+
+
+def _unreadable(file: str, line: int | None, where: str | None, reason: str) -> pd.DataFrame:
+    """The skipped record of a log that could not be read at all (none of it replayed)."""
+    from ctxlab.schema import REPORT_COLUMNS, coerce
+    return coerce({"file": [file], "line": [line],
+                   "where": [where or (f"line {line}" if line is not None else "file")],
+                   "record": ["log"], "status": ["skipped"], "parts": [0],
+                   "reason": [f"the log could not be read, so none of it was replayed: "
+                              f"{reason}"]}, REPORT_COLUMNS)
 
 
 def session_list(sources: Sessions,
@@ -256,9 +260,18 @@ def _sources(corpus: Any) -> tuple[Sessions, list[Transcript], list[pd.DataFrame
                     for c in left_out(corpus.transcript(r.path), str(r.source))[
                         "calls_without_input"]]}
             helper = files["note"].notna()      # no agent's conversation (`write_corpus`)
+            # the input folder's other files, as its manifest lists them: not logs, and
+            # logs that could not be read (stored as nothing)
+            from ctxlab.loaders.corpus_store import read_manifest
+            other = read_manifest(corpus.dataset)["other_files"]
+            not_logs += [{"path": str(f["path"]), "note": str(f["note"])} for f in other
+                         if f.get("status") == "not-a-log"]
+            unread = [_unreadable(str(f["path"]), None, None, str(f["note"])) for f in other
+                      if f.get("status") == "unreadable"]
             return [(Source(path=str(r.source), format="parquet", part=str(r.path)),
                      [str(r.session)]) for r in files[keep & ~helper].itertuples()], [], \
-                [corpus.load_report.skipped, partitions_not_replayed(files[helper])], [lo], not_logs
+                [corpus.load_report.skipped, *unread, partitions_not_replayed(files[helper])], \
+                [lo], not_logs
         return [(Source(path=str(p), format=str(f), options=corpus.options), None)
                 for p, f in zip(files["path"], files["format"])], [], [], [], not_logs
     if isinstance(corpus, Transcript):

@@ -418,6 +418,30 @@ def test_a_dataset_sweeps_like_its_folder_reading_only_its_partitions(small, tmp
     assert equal_results(folder, sweep(tmp_path / "ds", grid, workers=2))
 
 
+def test_a_dataset_sweep_names_the_other_files_of_its_folder_as_the_folder_sweep_does(
+        tmp_path):
+    """The files of the folder that are not logs, and a log that could not be read, are
+    stored in the dataset's manifest only: a sweep of the dataset lists them in its
+    ``attrs`` as one of the folder does, instead of leaving them out silently."""
+    from ctxlab.loaders import corpus_store
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(DATASETS / "openai_sessions.jsonl", logs / "good.jsonl")
+    (logs / "README.md").write_text("# my runs\n", encoding="utf-8")
+    (logs / "cut.json").write_text('[{"role": "user", "content": "hi"},\n{"role": "assis',
+                                   encoding="utf-8")
+    grid = {"preset": ["neuron"], "threshold": [0.8]}
+    folder = sweep(logs, grid, workers=1)
+    ds = sweep(corpus_store.write_corpus(logs, tmp_path / "ds"), grid, workers=1)
+    assert equal_results(folder, ds)
+    assert ds.attrs["not_logs"] == folder.attrs["not_logs"]
+    assert [p["path"] for p in ds.attrs["not_logs"]] == [str(logs / "README.md")]
+    unread = [r for r in ds.attrs["skipped"] if r["record"] == "log"]
+    assert [r["file"] for r in unread] == [str(logs / "cut.json")]
+    assert "could not be read" in unread[0]["reason"] and "malformed JSON" in unread[0]["reason"]
+
+
 # -- recommend -----------------------------------------------------------------------------
 
 
