@@ -33,6 +33,16 @@ class LoadError(CtxlabError):
             loc = f"{loc} ({where})"
         super().__init__(f"{loc}: {reason}")
 
+    def __reduce__(self) -> tuple:
+        # rebuilt from its parts, not from its message: an error raised in a worker
+        # process reads the same in the parent (not "<input>: <path>: ...")
+        return _load_error, (type(self), self.reason, self.path, self.line, self.where)
+
+
+def _load_error(cls: type[LoadError], reason: str, path: str | None, line: int | None,
+                where: str | None) -> LoadError:
+    return cls(reason, path=path, line=line, where=where)
+
 
 class SchemaError(CtxlabError):
     """A frame does not match the declared columns; lists every problem at once."""

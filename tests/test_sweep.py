@@ -442,6 +442,28 @@ def test_a_dataset_sweep_names_the_other_files_of_its_folder_as_the_folder_sweep
     assert "could not be read" in unread[0]["reason"] and "malformed JSON" in unread[0]["reason"]
 
 
+def test_an_error_in_a_worker_process_names_the_file_as_it_was_raised(tmp_path):
+    """A load error raised in a worker of the process pool (a damaged dataset partition)
+    reaches the caller as it was raised: its message starts with the file, not with
+    ``<input>: `` before the whole message, and keeps its path and reason."""
+    import pickle
+
+    from ctxlab.errors import LoadError
+    from ctxlab.loaders import corpus_store
+
+    e = pickle.loads(pickle.dumps(LoadError("malformed JSON", path="a.json", line=3)))
+    assert (str(e), e.path, e.line, e.reason) == ("a.json:3: malformed JSON", "a.json", 3,
+                                                  "malformed JSON")
+    ds = corpus_store.write_corpus(DATASETS / "openai_sessions.jsonl", tmp_path / "ds",
+                                   facts=False)
+    gone = ds.paths[1]
+    gone.unlink()
+    with pytest.raises(LoadError) as got:
+        sweep(tmp_path / "ds", {"preset": ["neuron"]}, workers=2)
+    assert str(got.value).startswith(f"{gone}: not a readable Parquet file")
+    assert got.value.path == str(gone)
+
+
 # -- recommend -----------------------------------------------------------------------------
 
 
