@@ -104,7 +104,12 @@ def _load(src: Source) -> Transcript:
         from ctxlab.loaders.corpus_store import read_session
         from ctxlab.schema import REPORT_COLUMNS, LoadReport, empty_frame
         # the load report does not change a replay: the source's is not read
-        t = read_session(src.part, LoadReport(records=empty_frame(REPORT_COLUMNS)))
+        try:
+            t = read_session(src.part, LoadReport(records=empty_frame(REPORT_COLUMNS)))
+        except LoadError as e:
+            raise LoadError(f"{e.reason}; a session of the corpus dataset (from {src.path}) "
+                            f"is missing or damaged: convert its logs again (ctxlab convert "
+                            f"DIR -o DATASET)", path=e.path) from None
     else:
         from ctxlab.loaders.registry import get
         t = get(str(src.format)).load(Path(src.path), src.options or LoadOptions())

@@ -462,6 +462,7 @@ def test_an_error_in_a_worker_process_names_the_file_as_it_was_raised(tmp_path):
         sweep(tmp_path / "ds", {"preset": ["neuron"]}, workers=2)
     assert str(got.value).startswith(f"{gone}: not a readable Parquet file")
     assert got.value.path == str(gone)
+    assert "is missing or damaged: convert its logs again" in str(got.value)
 
 
 # -- recommend -----------------------------------------------------------------------------
