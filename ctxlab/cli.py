@@ -102,7 +102,7 @@ def skipped_lines(sk: pd.DataFrame, more: str) -> list[str]:
     `MAX_SKIPPED_SHOWN`, then how many more (``more``: where to see them)."""
     lines = []
     for r in sk.head(MAX_SKIPPED_SHOWN).itertuples():
-        loc = f"{r.file}:{r.line}" if not pd.isna(r.line) else f"{r.file} ({r.where})"
+        loc = f"{r.file}:{int(r.line)}" if not pd.isna(r.line) else f"{r.file} ({r.where})"
         lines.append(f"  skipped {loc}: {r.reason}")
     if len(sk) > MAX_SKIPPED_SHOWN:
         lines.append(f"  ... and {len(sk) - MAX_SKIPPED_SHOWN} more ({more})")

@@ -629,3 +629,13 @@ def test_recommendation_on_datasets_has_no_overflow_and_beats_every_seed_per_tok
     assert seeds["preset"].tolist() == list(SEEDS)
     assert (best["recall_per_mtok"] > seeds["recall_per_mtok"]).all(), (
         best.to_dict(), seeds[["preset", "recall_per_mtok"]].to_string())
+
+
+def test_skipped_lines_print_a_line_number_whole_beside_a_record_without_one():
+    """Records with and without a line number (a log that could not be read at all) in
+    one frame: the numbers are floats there, and print as whole numbers."""
+    from ctxlab.cli import skipped_lines
+
+    sk = pd.DataFrame([{"file": "a.jsonl", "line": 291, "where": "line 291", "reason": "cut"},
+                       {"file": "b.json", "line": None, "where": "file", "reason": "bad"}])
+    assert skipped_lines(sk, "") == ["  skipped a.jsonl:291: cut", "  skipped b.json (file): bad"]
