@@ -326,11 +326,12 @@ def test_a_sweep_says_what_else_it_left_out(tmp_path: Path, capsys: pytest.Captu
         [str(folder / n) for n in ("blob.bin", "empty.jsonl", "other.json")]
     # its dataset and the log in memory leave out the same sessions and calls
     ds = write_corpus(folder, tmp_path / "ds")
-    for other in (sweep(ds, {"preset": ["neuron"]}, workers=1),
-                  sweep(ctxlab.load(log), {"preset": ["neuron"]}, workers=1)):
+    # (the dataset names the folder's other files too, from its manifest; one log, none)
+    for other, not_logs in ((sweep(ds, {"preset": ["neuron"]}, workers=1), df.attrs["not_logs"]),
+                            (sweep(ctxlab.load(log), {"preset": ["neuron"]}, workers=1), [])):
         assert {k: other.attrs[k] for k in ("sessions_without_calls", "calls_without_input")} \
             == {k: df.attrs[k] for k in ("sessions_without_calls", "calls_without_input")}
-        assert other.attrs["not_logs"] == []
+        assert other.attrs["not_logs"] == not_logs
 
 
 def test_the_wrong_format_says_its_records_were_skipped(capsys: pytest.CaptureFixture[str]):
