@@ -163,6 +163,11 @@ def left_out_lines(attrs: dict[str, Any], path: str) -> list[str]:
         lines.append(f"ctxlab: note: {counted(len(idle), 'session')} of {path} "
                      f"{'has' if len(idle) == 1 else 'have'} no LLM call: nothing to replay, "
                      f"left out")
+    for rep in attrs.get("sessions_in_several_files") or ():
+        lines.append(f"ctxlab: note: session {rep['session']} is in "
+                     f"{counted(len(rep['files']), 'file')} ({', '.join(rep['files'])}): each "
+                     f"copy was replayed and counts in the totals; sweep one copy to count it "
+                     f"once")
     other = attrs.get("not_logs")
     if other:
         lines += [f"ctxlab: note: {counted(len(other), 'file')} of {path} "

@@ -346,7 +346,9 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
         (`left_out`); ``not_logs``, the files of a folder that are not logs (path, note,
         as ``Corpus.files`` has them); ``not_replayed``, the sessions left out as no
         agent's conversation (`not_replayed_records`: Claude Code's compaction
-        summarizer), as ``skipped`` lists records.
+        summarizer), as ``skipped`` lists records; ``sessions_in_several_files``, a
+        session replayed from more than one file, each copy in the totals
+        (`repeated_sessions`).
 
     Example:
         >>> from ctxlab.sweep import sweep
@@ -382,6 +384,7 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
     for key in NO_LEFT_OUT:
         df.attrs[key] = once_each([r for lo in (*known_out, *listed_out) for r in lo[key]])
     df.attrs["not_logs"] = SharedRecords(not_logs)
+    df.attrs["sessions_in_several_files"] = repeated_sessions(df)
     return df
 
 
@@ -515,6 +518,23 @@ def _frame(rows: Mapping[int, dict[str, Any]], configs: list[Config], n_sessions
     for c in ("recall", "retention", "cost", "peak_usage", "seconds"):
         df[c] = df[c].astype("float64")
     return df
+
+
+def repeated_sessions(df: pd.DataFrame) -> SharedRecords:
+    """The sessions a sweep replayed from more than one file (a log copied under another
+    name): ``session`` and its ``files``, in order. Each copy is a row of every
+    configuration and counts in the totals `ctxlab.recommend` compares.
+
+    Example:
+        >>> df = pd.DataFrame({"file": ["a.jsonl", "b.jsonl", "a.jsonl", "b.jsonl"],
+        ...                    "session": ["s1", "s1", "s2", "s3"]})
+        >>> repeated_sessions(df)
+        [{'session': 's1', 'files': ['a.jsonl', 'b.jsonl']}]
+    """
+    pairs = df[["session", "file"]].drop_duplicates()
+    files = pairs.groupby("session", sort=False)["file"].agg(list)
+    return SharedRecords({"session": str(s), "files": [str(f) for f in fs]}
+                         for s, fs in files.items() if len(fs) > 1)
 
 
 def equal_results(a: pd.DataFrame, b: pd.DataFrame) -> bool:

@@ -7,6 +7,7 @@ import argparse
 import importlib
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -639,3 +640,21 @@ def test_skipped_lines_print_a_line_number_whole_beside_a_record_without_one():
     sk = pd.DataFrame([{"file": "a.jsonl", "line": 291, "where": "line 291", "reason": "cut"},
                        {"file": "b.json", "line": None, "where": "file", "reason": "bad"}])
     assert skipped_lines(sk, "") == ["  skipped a.jsonl:291: cut", "  skipped b.json (file): bad"]
+
+
+def test_a_session_in_two_files_is_named_in_the_results_and_by_the_cli(tmp_path, capsys):
+    """A log copied under another name was swept twice, weighing twice in the totals
+    recommend compares, and nothing said so."""
+    from ctxlab.cli import main
+
+    for name in ("coding_session.jsonl", "copy_of_it.jsonl"):
+        shutil.copy(DATASETS / "coding_session.jsonl", tmp_path / name)
+    shutil.copy(DATASETS / "coding_session_b.jsonl", tmp_path / "other.jsonl")
+    df = sweep(tmp_path, {"preset": ["probe"]}, workers=1, progress=False)
+    assert len(df) == 3
+    (rep,) = df.attrs["sessions_in_several_files"]
+    assert [Path(f).name for f in rep["files"]] == ["coding_session.jsonl", "copy_of_it.jsonl"]
+    assert main(["sweep", str(tmp_path), "--preset", "probe", "--workers", "1",
+                 "-o", str(tmp_path / "r.csv")]) == 0
+    err = capsys.readouterr().err
+    assert f"session {rep['session']} is in 2 files" in err and "counts in the totals" in err
