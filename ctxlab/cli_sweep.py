@@ -168,6 +168,12 @@ def left_out_lines(attrs: dict[str, Any], path: str) -> list[str]:
                      f"{counted(len(rep['files']), 'file')} ({', '.join(rep['files'])}): each "
                      f"copy was replayed and counts in the totals; sweep one copy to count it "
                      f"once")
+    agents = attrs.get("sub_agent_files")
+    if agents:
+        lines += [f"ctxlab: note: {counted(len(agents), 'sub-agent log')} of {path} not "
+                  f"swept: --sidechains sweeps {'it' if len(agents) == 1 else 'them'} with "
+                  f"the sessions they belong to",
+                  *file_lines(pd.DataFrame(agents).assign(status="part-of"), more)]
     other = attrs.get("not_logs")
     if other:
         lines += [f"ctxlab: note: {counted(len(other), 'file')} of {path} "
@@ -232,7 +238,12 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     if Path(args.output).suffix.lower() not in (".parquet", ".csv"):
         raise ConfigError(f"-o {args.output}: write a .parquet or .csv file")
     out = output_path(args.output, inputs=[args.path])
-    df = sweep(args.path, grid, engine=args.engine, estimator=args.estimator,
+    corpus: Any = args.path
+    if args.sidechains:             # sub-agents' logs loaded with the sessions they belong to
+        from ctxlab import load, load_dir
+        corpus = load_dir(args.path, sidechains=True) if Path(args.path).is_dir() else \
+            load(args.path, sidechains=True)
+    df = sweep(corpus, grid, engine=args.engine, estimator=args.estimator,
                window=parse_window(args.window), workers=args.workers,
                measure=args.measure, progress=True if args.progress else None)
     notes = left_out_lines(df.attrs, args.path)
@@ -292,6 +303,9 @@ def add_sweep_command(sub: Any) -> argparse.ArgumentParser:
     sp.add_argument("--front", choices=("recall", "retention"), default="recall",
                     help="what the recommendation's Pareto front weighs against cost: "
                          "recall of needed facts (default) or retention of artifacts")
+    sp.add_argument("--sidechains", action="store_true",
+                    help="also sweep sub-agent conversations, with the sessions they belong "
+                         "to")
     sp.add_argument("--progress", action="store_true",
                     help="show the progress bar even when stderr is not a terminal")
     sp.add_argument("-o", "--output", required=True,

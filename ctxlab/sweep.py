@@ -225,14 +225,16 @@ def _row(config: Config, src: Source, session: str, stage_cols: Sequence[str],
 Sessions = list[tuple[Source, list[str] | None]]
 
 
-def _sources(corpus: Any) -> tuple[Sessions, list[Transcript], list[pd.DataFrame],
-                                   list[LeftOut], list[dict[str, str]]]:
+def _sources(corpus: Any, where: str | None = None
+             ) -> tuple[Sessions, list[Transcript], list[pd.DataFrame], list[LeftOut],
+                        list[dict[str, str]]]:
     """Each source with the sessions to replay (None: listed by loading the file), the
     in-memory transcripts, the records known now that could not be used and what else is
     known now to be left out (`left_out`; a corpus dataset's and in-memory logs'; a file's
     are found when a worker loads it), and the files of a folder that are not logs
-    (``path``, ``note``: ``Corpus.files``)."""
-    where = str(corpus) if isinstance(corpus, (str, Path)) else "the corpus"
+    (``path``, ``note``: ``Corpus.files``). ``where``: the corpus as the user named it
+    (default: its path, or "the corpus")."""
+    where = where or (str(corpus) if isinstance(corpus, (str, Path)) else "the corpus")
     if isinstance(corpus, (str, Path)):
         path = Path(corpus)
         if path.is_dir():
@@ -348,7 +350,8 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
         agent's conversation (`not_replayed_records`: Claude Code's compaction
         summarizer), as ``skipped`` lists records; ``sessions_in_several_files``, a
         session replayed from more than one file, each copy in the totals
-        (`repeated_sessions`).
+        (`repeated_sessions`); ``sub_agent_files``, a folder's sub-agent logs, swept
+        with their sessions only with ``sidechains=True`` (`sub_agent_files`).
 
     Example:
         >>> from ctxlab.sweep import sweep
@@ -368,7 +371,10 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
     configs = distinct(replace(c, window=c.window if c.window is not None else window,
                                estimator=c.estimator if c.estimator is not None else estimator)
                        for c in configs)
-    sources, memory, known, known_out, not_logs = _sources(corpus)
+    named = str(corpus) if isinstance(corpus, (str, Path)) else None
+    if named is not None and Path(corpus).is_dir():     # (its sub-agents' logs named below)
+        corpus = load_dir(Path(corpus))
+    sources, memory, known, known_out, not_logs = _sources(corpus, named)
     if engine == "dask":
         from ctxlab.sweep_dask import run_dask
         rows, n_sessions, listed, listed_out = run_dask(
@@ -385,6 +391,7 @@ def sweep(corpus: Corpus | str | Path | Transcript | Sequence[Transcript],
         df.attrs[key] = once_each([r for lo in (*known_out, *listed_out) for r in lo[key]])
     df.attrs["not_logs"] = SharedRecords(not_logs)
     df.attrs["sessions_in_several_files"] = repeated_sessions(df)
+    df.attrs["sub_agent_files"] = sub_agent_files(corpus)
     return df
 
 
@@ -518,6 +525,18 @@ def _frame(rows: Mapping[int, dict[str, Any]], configs: list[Config], n_sessions
     for c in ("recall", "retention", "cost", "peak_usage", "seconds"):
         df[c] = df[c].astype("float64")
     return df
+
+
+def sub_agent_files(corpus: Any) -> SharedRecords:
+    """A folder's sub-agent logs a sweep left out (``path``, ``note``): loaded with the
+    log they belong to only with ``sidechains=True`` (``load_dir(path,
+    sidechains=True)``, ``ctxlab sweep --sidechains``)."""
+    if not isinstance(corpus, Corpus) or corpus.dataset is not None or \
+            corpus.options.sidechains:
+        return SharedRecords()
+    part = corpus.files[corpus.files["status"] == "part-of"]
+    return SharedRecords({"path": str(p), "note": str(n)}
+                         for p, n in zip(part["path"], part["note"]))
 
 
 def repeated_sessions(df: pd.DataFrame) -> SharedRecords:

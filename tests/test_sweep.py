@@ -22,7 +22,7 @@ from ctxlab.presets import preset
 from ctxlab.sweep import MEASURE, METRIC_COLUMNS, PRICES, equal_results, price_for, sweep
 from ctxlab.sweep_grid import expand, parse_grid, parse_spec
 
-from conftest import DATASETS
+from conftest import DATASETS, realdata_path
 
 SEEDS = ("neurolink", "probe", "ai-agent", "copilot-legacy", "copilot-fixed", "neuron")
 
@@ -658,3 +658,24 @@ def test_a_session_in_two_files_is_named_in_the_results_and_by_the_cli(tmp_path,
                  "-o", str(tmp_path / "r.csv")]) == 0
     err = capsys.readouterr().err
     assert f"session {rep['session']} is in 2 files" in err and "counts in the totals" in err
+
+
+def test_a_folders_sub_agent_logs_are_named_unless_swept_with_sidechains(tmp_path, capsys):
+    """A sweep of a Claude Code folder left its sub-agents' logs out without a word
+    (ctxlab info lists them); it now names them, and --sidechains sweeps them."""
+    from ctxlab.cli import main
+
+    src = realdata_path("claude_code/spotter/258c7280-ae70-4798-800f-63464d01a85d.jsonl")
+    shutil.copy(src, tmp_path / src.name)
+    shutil.copytree(src.with_suffix(""), tmp_path / src.stem)
+    df = sweep(tmp_path, {"preset": ["probe"]}, workers=1, progress=False)
+    agents = df.attrs["sub_agent_files"]
+    assert len(agents) == 2 and all("sub-agent of" in a["note"] for a in agents)
+    out = tmp_path / "r.csv"
+    assert main(["sweep", str(tmp_path), "--preset", "probe", "--workers", "1",
+                 "-o", str(out)]) == 0
+    assert "2 sub-agent logs of" in capsys.readouterr().err
+    assert main(["sweep", str(tmp_path), "--preset", "probe", "--workers", "1", "--sidechains",
+                 "-o", str(out)]) == 0
+    assert "sub-agent log" not in capsys.readouterr().err
+    assert pd.read_csv(out)["session"].nunique() > df["session"].nunique()
