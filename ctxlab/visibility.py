@@ -132,6 +132,37 @@ def call_sums(t: Transcript, columns: Mapping[str, np.ndarray | pd.Series]) -> p
     return result
 
 
+def sent_parts(t: Transcript) -> np.ndarray:
+    """Per part of ``t.frame``, whether it is in the input of at least one call (a part
+    written after a session's last call, such as mini-swe-agent's submission diff, is in
+    none).
+
+    Example:
+        >>> import ctxlab
+        >>> t = ctxlab.load("datasets/coding_session.jsonl")
+        >>> bool(sent_parts(t).any())
+        True
+    """
+    frame, calls, events = t.frame, t.calls, t.events
+    out = np.zeros(len(frame), dtype=bool)
+    by_session = frame.groupby("session", sort=False).indices
+    ev_by_session = events.groupby("session", sort=False).indices
+    pos, ins, hid = _span_columns(frame)
+    ev_ids, ev_pos = events["event"].astype("int64").tolist(), \
+        events["pos"].astype("float64").tolist()
+    call_ends = calls["input_end_pos"].to_numpy(dtype=np.float64)
+    for session, call_idx in calls.groupby("session", sort=False).indices.items():
+        idx = by_session.get(session)
+        if idx is None:
+            continue
+        lo, hi = spans(pos[idx], ins[idx], hid[idx],
+                       {ev_ids[i]: ev_pos[i] for i in ev_by_session.get(session, [])})
+        e = np.sort(call_ends[call_idx])
+        # some end E with lo < E <= hi
+        out[idx] = np.searchsorted(e, lo, side="right") < np.searchsorted(e, hi, side="right")
+    return out
+
+
 def message_spans(msg: np.ndarray, lo: np.ndarray, hi: np.ndarray
                   ) -> tuple[np.ndarray, np.ndarray]:
     """When each message is in a request: the union of its parts' spans ``(lo, hi]``, as

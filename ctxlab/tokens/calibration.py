@@ -42,7 +42,7 @@ from ctxlab.tokens.accuracy import PartsSource, segment_keys
 from ctxlab.tokens.base import Estimator, text_lengths, text_series
 from ctxlab.tokens.content import CLASSES, classify
 from ctxlab.tokens.registry import Family, estimator as get_estimator, register
-from ctxlab.visibility import call_segments, call_sums
+from ctxlab.visibility import call_segments, call_sums, sent_parts
 
 FORMAT = "ctxlab-calibration/1"
 PRIOR_RATE = 0.25
@@ -226,7 +226,9 @@ def fit_calibration(source: PartsSource, reference: str = "reported",
         raise ConfigError("calibrating on reported usage needs at least 3 calls with a reported "
                           "input_total above 0; this source has fewer — pass "
                           "reference='tiktoken:...'")
-    base = _fit_tokenizer(source, shape).tables["*"]
+    # the shape from what the calls were sent: a part no call saw (mini-swe-agent's
+    # submission diff) must not set the rates the billed input is fitted on
+    base = _fit_tokenizer(source, shape, sent_parts(source)).tables["*"]
     features = _call_features(source, base)
     pooled, overhead = _fit_reported(features, base)
     tables: dict[str, Rates] = {"*": pooled}
@@ -259,8 +261,13 @@ it (a calibration fitted on English code still counts a Chinese note as its toke
 would, not at a flat 0.25 tokens per character)."""
 
 
-def _fit_tokenizer(source: PartsSource, reference: str | Estimator) -> Calibration:
+def _fit_tokenizer(source: PartsSource, reference: str | Estimator,
+                   parts: np.ndarray | None = None) -> Calibration:
+    """Rates from every part of ``source`` (``parts``: only those where it is True, when
+    any is)."""
     frame = source.frame
+    if parts is not None and parts.any():
+        frame = frame[parts]
     ref = get_estimator(reference)
     df = pd.DataFrame({"group": groups(frame["content"], frame["kind"]),
                        "chars": text_lengths(frame["content"]),
