@@ -30,3 +30,16 @@ def test_unsent_submission_diff_does_not_set_the_shape() -> None:
     assert est.rates.scale == pytest.approx(1.158, abs=0.01)
     mape = usage_errors_df(reported_usage_df(t, est))["mape_pct"].iloc[0]
     assert mape < 4.0
+
+
+@pytest.mark.realdata
+def test_a_reported_input_of_zero_is_unknown() -> None:
+    # aider writes "Tokens: 0 sent" for calls it did not count (session 670: three of
+    # them, $0.0083 to $0.01 each): they were fitted on (overhead_fitted_on 3) and showed
+    # the whole estimate as error_tokens
+    t = ctxlab.load(realdata_path("aider/chat-history.md"))
+    u = reported_usage_df(t, "chars:4")
+    zero = u[u["input_total"] == 0]
+    assert len(zero) == 10
+    assert zero["error_tokens"].isna().all() and zero["error_pct"].isna().all()
+    assert (u.loc[u["session"] == "chat-history:670", "overhead_fitted_on"] == 0).all()

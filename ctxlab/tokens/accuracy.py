@@ -187,6 +187,9 @@ def reported_usage_df(source: PartsSource, estimator: str | Estimator,
     sums = call_sums(source, {"content": counts})
     content = sums["content"].to_numpy() + est.framings(sums["messages"].to_numpy())
     reported = source.calls["input_total"].to_numpy(dtype=np.float64, na_value=np.nan)
+    # a reported input of 0 (some logs write it for a call they did not count): unknown,
+    # neither fitted on nor compared with (as `ctxlab.calibrate` does)
+    reported[reported <= 0] = np.nan
     over = np.zeros(len(content))
     fitted_on = np.zeros(len(content), dtype=np.int64)      # 0: the overhead was given
     segment = call_segments(source)
@@ -210,8 +213,7 @@ def reported_usage_df(source: PartsSource, estimator: str | Estimator,
         "overhead_tokens": np.rint(over).astype(np.int64),
         "est_tokens": np.rint(total).astype(np.int64),
         "error_tokens": err,
-        # a reported input of 0 (some logs write it for a call they did not count): no %
-        "error_pct": 100.0 * err / np.where(reported > 0, reported, np.nan),
+        "error_pct": 100.0 * err / reported,
         "messages": sums["messages"], "parts": sums["parts"],
         "overhead_fitted_on": fitted_on, "estimator": est.spec,
     })
