@@ -25,7 +25,8 @@ REAL = {"pydicom": ("swe_agent/pydicom__pydicom-1458.traj", 12, 122612, 1369, 26
 def trajectory_v0() -> dict:
     return {
         "environment": "swe_main",
-        "trajectory": [{"action": "open src/a.py\n", "observation": "[File: src/a.py]",
+        "trajectory": [{"action": "open src/a.py\n",
+                        "observation": "[File: src/a.py (3 lines total)]\n1:x=1",
                         "response": "r", "state": "{}", "thought": "t"}],
         "history": [
             {"role": "system", "content": "SETTING: ...", "agent": "primary"},
@@ -253,3 +254,32 @@ def test_tool_call_ids_beyond_the_first_are_reported_as_not_sent(tmp_path: Path)
     assert piece["status"].tolist() == ["ignored"]
     assert 'not ["toolu_x"]' in piece["reason"].iloc[0]
     assert t.load_report.skipped.empty
+
+
+@pytest.mark.parametrize("short", sorted(REAL))
+def test_last_observation_is_reported_as_never_sent(short: str):
+    """The last step's observation (submit's diff, = info.submission: 803 and 301 chars) is
+    in no history message: the report said it duplicated history."""
+    p = realdata_path(REAL[short][0])
+    doc = json.loads(p.read_text(encoding="utf-8"))
+    last = doc["trajectory"][-1]["observation"]
+    assert last == doc["info"]["submission"] and len(last) == {"pydicom": 803,
+                                                                "test_repo": 301}[short]
+    rep = ctxlab.load(p).load_report.records.set_index("where")
+    n = len(doc["trajectory"])
+    reason = rep.loc[f"trajectory[{n - 1}]", "reason"]
+    assert reason.startswith(f"its observation (info.submission), {len(last)} chars, is in "
+                             "no history message: the run ended with this step, it was not "
+                             "sent to the model")
+    assert rep.loc[[f"trajectory[{i}]" for i in range(n - 1)], "reason"].str.startswith(
+        "duplicates history").all()
+
+
+def test_an_observation_missing_from_history_is_reported(tmp_path: Path):
+    doc = trajectory_v0()
+    doc["trajectory"].append({"action": "submit\n", "observation": "diff --git a/x b/x",
+                              "response": "r", "state": "{}", "thought": "t"})
+    rep = ctxlab.load(write(tmp_path, doc)).load_report.records.set_index("where")
+    assert rep.loc["trajectory[0]", "reason"].startswith("duplicates history")
+    assert rep.loc["trajectory[1]", "reason"].startswith(
+        "its observation, 18 chars, is in no history message: the run ended with this step")

@@ -18,7 +18,9 @@
   tool, linked to the call. SWE-agent sends only the first id (as ``tool_call_id``):
   further ids are reported as ignored.
 * ``trajectory`` entries (action/observation/response/thought, and in >= 1.0 the
-  per-step ``query``/``messages``) duplicate ``history``: reported as ignored. Note:
+  per-step ``query``/``messages``) duplicate ``history``: reported as ignored. An
+  observation that is in no history message (the last step's, ``submit``: the run ended,
+  often ``info.submission``) was never sent: its report entry says so. Note:
   >= 1.0 history processors may have trimmed what was actually sent; the ``history``
   here is the untrimmed list.
 
@@ -34,7 +36,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Mapping
 
-from ctxlab.loaders.builder import SessionBuilder, assemble
+from ctxlab.loaders.builder import SessionBuilder, assemble, content_text
 from ctxlab.loaders.message_lists import Message, Record, ToolIndex, emit_record, small_meta
 from ctxlab.loaders.openai_messages import content_parts, tool_call_parts
 from ctxlab.loaders.records import LoadOptions, RecordLog, read_json, to_json
@@ -168,13 +170,24 @@ def load(path: Path, options: LoadOptions) -> Transcript:
             st.steps += 1
             st.command = command_of(m.get("action"))
     traj = doc.get("trajectory")
-    for i, _ in enumerate(traj if isinstance(traj, list) else []):
-        log.ignored("trajectory-step", "duplicates history (action/observation/response/"
-                    "thought of one step)", where=f"trajectory[{i}]")
+    sent = "\n".join(content_text(m.get("content")) for m in doc["history"]
+                     if isinstance(m, dict))
+    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    for i, step in enumerate(traj if isinstance(traj, list) else []):
+        obs = step.get("observation") if isinstance(step, dict) else None
+        if isinstance(obs, str) and obs.strip() and obs.strip() not in sent:
+            # the last step's (submit) output: the run ended, history never got it
+            what = " (info.submission)" if obs == info.get("submission") else ""
+            why = "the run ended with this step, " if i == len(traj) - 1 else ""
+            log.ignored("trajectory-step", f"its observation{what}, {len(obs)} chars, is in "
+                        f"no history message: {why}it was not sent to the model; its "
+                        "action/response/thought duplicate history", where=f"trajectory[{i}]")
+        else:
+            log.ignored("trajectory-step", "duplicates history (action/observation/response/"
+                        "thought of one step)", where=f"trajectory[{i}]")
     if traj is not None and not isinstance(traj, list):
         log.ignored("trajectory", f"a {type(traj).__name__}, not a list of steps (history "
                     f"holds what the model saw)", where="trajectory")
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
     if doc.get("info", {}) is None:
         log.ignored("info", "null: the run recorded no usage, exit status or submission",
                     where="info")
