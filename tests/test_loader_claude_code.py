@@ -397,7 +397,10 @@ def test_fixture_sidechains_and_subagent_files(tmp_path: Path) -> None:
     assert s["input_total"] == 1311 and s["call_id"] == "msg_c" and s["agent_id"] == "acompact-1"
     assert t.sessions == ["sess-1"]
     rep = t.load_report.records
-    assert set(rep["file"]) == {str(p), str(folder / "agent-acompact-1.jsonl")}
+    assert set(rep["file"]) == {str(p), str(folder / "agent-acompact-1.jsonl"),
+                                str(folder / "agent-a9.jsonl")}
+    assert_every_line_once(t, folder / "agent-a9.jsonl")       # its lines: ignored, said so
+    assert set(rep.loc[rep["file"] == str(folder / "agent-a9.jsonl"), "status"]) == {"ignored"}
     ts = ctxlab.load(p, sidechains=True)
     assert ts.sessions == ["sess-1", "sess-1/side-root", "sess-1/agent-a9",
                            "sess-1/agent-acompact-1"]
@@ -923,3 +926,22 @@ def test_a_queued_prompt_s_image_is_reported_as_left_out(tmp_path: Path) -> None
     assert sk["where"].tolist() == ["line 3 prompt[1]"]
     assert sk["reason"].iloc[0].startswith("a block of type 'image' in a queued prompt: left out")
     assert_accounts(t, expected_wheres(p.read_bytes(), jsonl=True))
+
+
+@pytest.mark.realdata
+@pytest.mark.parametrize("sid, agent, n", [
+    ("4d5611e5-241a-462a-8d15-5122611a9569", "agent-a2898e3", 144),
+    ("258c7280-ae70-4798-800f-63464d01a85d", "agent-a881341", 10),
+    ("8463c716-a2ea-4c14-9efa-87158ebd9f20", "agent-a7be2f0", 131)])
+def test_unread_subagent_file_is_in_the_load_report(sid: str, agent: str, n: int) -> None:
+    """Without sidechains a 2.x sub-agent's file (144, 10 and 131 lines here) was not read
+    and only named in meta["subagent_files"]: the load report said nothing of its lines."""
+    path = realdata_path(f"claude_code/spotter/{sid}.jsonl")
+    sub = path.parent / sid / "subagents" / f"{agent}.jsonl"
+    t = ctxlab.load(path)
+    assert_every_line_once(t, sub)
+    own = t.load_report.records[t.load_report.records["file"] == str(sub)]
+    assert len(own) == n and (own["status"] == "ignored").all()
+    assert (own["reason"] == "sub-agent conversation (sidechain): load with sidechains=True "
+                             "(--sidechains)").all()
+    assert t.sessions == [sid]

@@ -1,7 +1,8 @@
 """Claude Code session logs (``~/.claude/projects/<cwd>/<sessionId>.jsonl``).
 
 One file holds one conversation (plus, in 1.0.x, the interleaved sub-agent sidechains);
-2.x writes sub-agents to ``<sessionId>/subagents/agent-<id>.jsonl`` beside it. What the model
+2.x writes sub-agents to ``<sessionId>/subagents/agent-<id>.jsonl`` beside it (read without
+``sidechains`` too, each line reported as ignored). What the model
 saw is the main chain of the record graph (`ctxlab.loaders.claude_code_chain`): pre-compaction
 history joined through ``logicalParentUuid``, the lines of one API response merged into one
 assistant message and the tool results of its parallel calls into the user message after it.
@@ -594,8 +595,7 @@ def load(path: Path, options: LoadOptions) -> Transcript:
         sid = f"{_session_id(nodes, path.parent.parent.name)}/{path.stem}"
     folder = path.parent / path.stem / "subagents"
     sub_paths = sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() and not subagent else []
-    subs = [(p, RecordFile(p, options.strict)) for p in sub_paths
-            if options.sidechains or p.stem.startswith("agent-acompact")]
+    subs = [(p, RecordFile(p, options.strict)) for p in sub_paths]
     found = {p: summarizer_call(f) for p, f in subs if p.stem.startswith("agent-acompact")}
     summarizers = [s for s in found.values() if s is not None]
     sessions = [_Session(SessionBuilder(sid, main.log), main, summarizers)]
@@ -631,8 +631,10 @@ def load(path: Path, options: LoadOptions) -> Transcript:
         summary = found.get(p)
         if summary is not None and summary.get("matched"):
             f.used(summary["line"], "assistant")
+        what = ("compaction summarizer input" if p.stem.startswith("agent-acompact")
+                else "sub-agent conversation")
         for line, obj in f.records:
-            f.ignore(line, str(obj["type"]), "compaction summarizer input (sidechain): "
+            f.ignore(line, str(obj["type"]), f"{what} (sidechain): "
                                              "load with sidechains=True (--sidechains)")
     records = [o for _, o in nodes]
     meta: dict[str, Any] = {"format": NAME, "path": str(path), "session": sid}
