@@ -12,7 +12,7 @@ sum: O((parts + calls) log calls), never a loop over calls × parts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 import pandas as pd
@@ -98,27 +98,15 @@ def call_sums(t: Transcript, columns: Mapping[str, np.ndarray | pd.Series]) -> p
         ``session``, ``call`` and one column per name, plus ``messages`` (distinct
         messages in the input) and ``parts``; one row per row of ``t.calls``.
     """
-    frame, calls, events = t.frame, t.calls, t.events
+    frame, calls = t.frame, t.calls
     values = {k: np.asarray(v, dtype=np.float64) for k, v in columns.items()}
     for k, v in values.items():
         if len(v) != len(frame):
             raise ValueError(f"column {k!r} has {len(v)} values for {len(frame)} parts")
     out = {k: np.zeros(len(calls)) for k in [*values, "messages", "parts"]}
-    by_session = frame.groupby("session", sort=False).indices
-    ev_by_session = events.groupby("session", sort=False).indices
-    # the columns read once, cut per session (a log of many sessions)
-    pos, ins, hid = _span_columns(frame)
     msg = frame["msg"].to_numpy()
-    ev_ids, ev_pos = events["event"].astype("int64").tolist(), \
-        events["pos"].astype("float64").tolist()
     call_ends = calls["input_end_pos"].to_numpy(dtype=np.float64)
-    for session, call_idx in calls.groupby("session", sort=False).indices.items():
-        idx = by_session.get(session)
-        if idx is None:
-            continue
-        mine = ev_by_session.get(session, [])
-        lo, hi = spans(pos[idx], ins[idx], hid[idx],
-                       {ev_ids[i]: ev_pos[i] for i in mine})
+    for idx, call_idx, lo, hi in _session_spans(t):
         ends = call_ends[call_idx]
         for k, v in values.items():
             out[k][call_idx] = interval_sums(lo, hi, v[idx], ends)
@@ -143,24 +131,33 @@ def sent_parts(t: Transcript) -> np.ndarray:
         >>> bool(sent_parts(t).any())
         True
     """
-    frame, calls, events = t.frame, t.calls, t.events
-    out = np.zeros(len(frame), dtype=bool)
+    out = np.zeros(len(t.frame), dtype=bool)
+    call_ends = t.calls["input_end_pos"].to_numpy(dtype=np.float64)
+    for idx, call_idx, lo, hi in _session_spans(t):
+        e = np.sort(call_ends[call_idx])
+        # some end E with lo < E <= hi
+        out[idx] = np.searchsorted(e, lo, side="right") < np.searchsorted(e, hi, side="right")
+    return out
+
+
+def _session_spans(t: Transcript) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                     np.ndarray]]:
+    """Per session with calls and parts: its parts' rows of ``t.frame``, its calls' rows
+    of ``t.calls``, and its parts' visibility spans ``(lo, hi]`` (the columns read once,
+    cut per session: a log of many sessions)."""
+    frame, events = t.frame, t.events
     by_session = frame.groupby("session", sort=False).indices
     ev_by_session = events.groupby("session", sort=False).indices
     pos, ins, hid = _span_columns(frame)
     ev_ids, ev_pos = events["event"].astype("int64").tolist(), \
         events["pos"].astype("float64").tolist()
-    call_ends = calls["input_end_pos"].to_numpy(dtype=np.float64)
-    for session, call_idx in calls.groupby("session", sort=False).indices.items():
+    for session, call_idx in t.calls.groupby("session", sort=False).indices.items():
         idx = by_session.get(session)
         if idx is None:
             continue
         lo, hi = spans(pos[idx], ins[idx], hid[idx],
                        {ev_ids[i]: ev_pos[i] for i in ev_by_session.get(session, [])})
-        e = np.sort(call_ends[call_idx])
-        # some end E with lo < E <= hi
-        out[idx] = np.searchsorted(e, lo, side="right") < np.searchsorted(e, hi, side="right")
-    return out
+        yield idx, call_idx, lo, hi
 
 
 def message_spans(msg: np.ndarray, lo: np.ndarray, hi: np.ndarray
