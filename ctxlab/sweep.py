@@ -528,12 +528,17 @@ def _frame(rows: Mapping[int, dict[str, Any]], configs: list[Config], n_sessions
 
 
 def sub_agent_files(corpus: Any) -> SharedRecords:
-    """A folder's sub-agent logs a sweep left out (``path``, ``note``): loaded with the
-    log they belong to only with ``sidechains=True`` (``load_dir(path,
-    sidechains=True)``, ``ctxlab sweep --sidechains``)."""
-    if not isinstance(corpus, Corpus) or corpus.dataset is not None or \
-            corpus.options.sidechains:
+    """A folder's sub-agent logs a sweep left out (``path``, ``note``; of a corpus
+    dataset, those of the folder it was written from): loaded with the log they belong to
+    only with ``sidechains=True`` (``load_dir(path, sidechains=True)``, ``ctxlab sweep
+    --sidechains``; a dataset written with ``--sidechains`` holds them)."""
+    if not isinstance(corpus, Corpus) or corpus.options.sidechains:
         return SharedRecords()
+    if corpus.dataset is not None:     # the input folder's, as the dataset's manifest has them
+        from ctxlab.loaders.corpus_store import read_manifest
+        return SharedRecords({"path": str(f["path"]), "note": str(f["note"])}
+                             for f in read_manifest(corpus.dataset)["other_files"]
+                             if f.get("status") == "part-of")
     part = corpus.files[corpus.files["status"] == "part-of"]
     return SharedRecords({"path": str(p), "note": str(n)}
                          for p, n in zip(part["path"], part["note"]))

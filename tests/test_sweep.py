@@ -679,3 +679,11 @@ def test_a_folders_sub_agent_logs_are_named_unless_swept_with_sidechains(tmp_pat
                  "-o", str(out)]) == 0
     assert "sub-agent log" not in capsys.readouterr().err
     assert pd.read_csv(out)["session"].nunique() > df["session"].nunique()
+    # a dataset of the folder names them too, unless written with them
+    from ctxlab.loaders.corpus_store import write_corpus
+
+    for sidechains, named in ((False, 2), (True, 0)):
+        data = tmp_path.parent / f"{tmp_path.name}-data-{sidechains}"
+        write_corpus(tmp_path, data, sidechains=sidechains)
+        got = sweep(data, {"preset": ["probe"]}, workers=1, progress=False)
+        assert len(got.attrs["sub_agent_files"]) == named
