@@ -235,15 +235,12 @@ def _sources(corpus: Any, where: str | None = None
     (``path``, ``note``: ``Corpus.files``). ``where``: the corpus as the user named it
     (default: its path, or "the corpus")."""
     where = where or (str(corpus) if isinstance(corpus, (str, Path)) else "the corpus")
-    if isinstance(corpus, (str, Path)):
+    if isinstance(corpus, (str, Path)):     # (a folder is a Corpus by now: `sweep`)
         path = Path(corpus)
-        if path.is_dir():
-            corpus = load_dir(path)
-        elif path.is_file():
-            from ctxlab.loaders.registry import detect
-            return [(Source(path=str(path), format=detect(path).name), None)], [], [], [], []
-        else:
+        if not path.is_file():
             raise ConfigError(f"{path}: no such file or folder")
+        from ctxlab.loaders.registry import detect
+        return [(Source(path=str(path), format=detect(path).name), None)], [], [], [], []
     if isinstance(corpus, Corpus):
         files = corpus.files[corpus.files["status"] == "log"]
         if files.empty:
